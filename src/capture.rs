@@ -1,0 +1,401 @@
+//! Capture: one pass over normalised text that keeps what a preview needs and spills the rest.
+//!
+//! [`Capture::write`] appends every byte to the spill file, keeps the first `max_bytes` bytes
+//! (the head) and the last `max_bytes + 1` bytes (the tail window, one extra byte to tell whether
+//! the window starts at a line start), and counts lines and bytes. Nothing else is kept, so peak
+//! memory is O(limits) however much a command prints. [`Capture::view`] lends all of it to
+//! [`crate::preview`], at the end of a run or while it is still going.
+//!
+//! Line counting follows one rule everywhere in spillway: `"a\nb\n"` and `"a\nb"` are both two
+//! lines, `""` is none.
+
+use std::path::Path;
+
+use crate::spill::{DataDir, SpillFile};
+
+/// Default preview line limit.
+pub const DEFAULT_MAX_LINES: usize = 2000;
+/// Default preview byte limit (50 KiB).
+pub const DEFAULT_MAX_BYTES: usize = 51200;
+/// Largest accepted line limit.
+pub const MAX_MAX_LINES: usize = 1_000_000;
+/// Largest accepted byte limit (64 MiB): capture holds about twice this in memory.
+pub const MAX_MAX_BYTES: usize = 64 << 20;
+
+/// Preview limits: whichever is hit first truncates the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    max_lines: usize,
+    max_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_lines: DEFAULT_MAX_LINES,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// A limit outside its accepted range.
+#[derive(Debug, thiserror::Error)]
+#[error("{name} must be between 1 and {max}, got {value}")]
+pub struct BadLimit {
+    name: &'static str,
+    max: usize,
+    value: u64,
+}
+
+impl Limits {
+    /// Checks both limits: zero would show nothing, and past the caps memory would balloon.
+    pub fn new(max_lines: u64, max_bytes: u64) -> Result<Limits, BadLimit> {
+        Ok(Limits {
+            max_lines: check("max_lines", max_lines, MAX_MAX_LINES)?,
+            max_bytes: check("max_bytes", max_bytes, MAX_MAX_BYTES)?,
+        })
+    }
+
+    /// Most lines a preview shows.
+    pub fn max_lines(&self) -> usize {
+        self.max_lines
+    }
+
+    /// Most bytes of output a preview shows (its notice and marker excluded).
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+}
+
+fn check(name: &'static str, value: u64, max: usize) -> Result<usize, BadLimit> {
+    match usize::try_from(value) {
+        Ok(v) if (1..=max).contains(&v) => Ok(v),
+        _ => Err(BadLimit { name, max, value }),
+    }
+}
+
+/// When a spill file is created.
+#[derive(Debug)]
+pub enum SpillPolicy {
+    /// No spill file (tests, or callers that only want a preview).
+    Never,
+    /// Only once the output exceeds the limits, as `spillway truncate` does.
+    WhenTruncated(DataDir),
+    /// From the first byte, as daemon runs do: history reads every run's spill.
+    Always(DataDir),
+}
+
+/// What became of the spill file.
+#[derive(Debug)]
+enum Spill {
+    Off,
+    Pending(DataDir),
+    Open(SpillFile),
+    Failed(String),
+}
+
+/// The streaming capture of one command's normalised output.
+#[derive(Debug)]
+pub struct Capture {
+    limits: Limits,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    total_bytes: u64,
+    newlines: u64,
+    /// Bytes of line 1 without its newline, once it has ended.
+    first_line_bytes: Option<u64>,
+    /// Bytes of the line still being written (after the last newline).
+    open_line_bytes: u64,
+    /// Bytes of the last line that ended, without its newline.
+    last_ended_line_bytes: u64,
+    spill: Spill,
+}
+
+impl Capture {
+    /// Starts a capture; with [`SpillPolicy::Always`] the spill file is created now, and a
+    /// failure to create it is kept for the notice rather than returned.
+    pub fn new(limits: Limits, policy: SpillPolicy) -> Capture {
+        let spill = match policy {
+            SpillPolicy::Never => Spill::Off,
+            SpillPolicy::WhenTruncated(dir) => Spill::Pending(dir),
+            SpillPolicy::Always(dir) => open_spill(&dir),
+        };
+        Capture {
+            limits,
+            head: Vec::new(),
+            tail: Vec::new(),
+            total_bytes: 0,
+            newlines: 0,
+            first_line_bytes: None,
+            open_line_bytes: 0,
+            last_ended_line_bytes: 0,
+            spill,
+        }
+    }
+
+    /// Takes the next piece of normalised output.
+    pub fn write(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        if bytes.is_empty() {
+            return;
+        }
+        self.count_lines(bytes);
+        self.total_bytes += bytes.len() as u64;
+        self.spill_bytes(bytes);
+        self.keep_head(bytes);
+        self.keep_tail(bytes);
+    }
+
+    /// Flushes the spill file; call once the output has ended.
+    pub fn finish(&mut self) {
+        if let Spill::Open(file) = &mut self.spill {
+            file.flush();
+        }
+    }
+
+    /// Lends what the preview needs.
+    pub fn view(&self) -> CaptureView<'_> {
+        let window = self.tail.len().min(self.limits.max_bytes);
+        let start = self.tail.len() - window;
+        let tail_at_line_start =
+            window as u64 == self.total_bytes || (start > 0 && self.tail[start - 1] == b'\n');
+        let (spill_path, spill_problem) = match &self.spill {
+            Spill::Off | Spill::Pending(_) => (None, None),
+            Spill::Open(file) => (
+                Some(file.path()),
+                file.error().map(|e| SpillProblem::Incomplete {
+                    written: file.written(),
+                    error: e,
+                }),
+            ),
+            Spill::Failed(e) => (None, Some(SpillProblem::NotCreated { error: e })),
+        };
+        CaptureView {
+            limits: self.limits,
+            head: &self.head,
+            tail: &self.tail[start..],
+            tail_at_line_start,
+            total_bytes: self.total_bytes,
+            total_lines: self.newlines + u64::from(self.open_line_bytes > 0),
+            first_line_bytes: self.first_line_bytes.unwrap_or(self.open_line_bytes),
+            last_line_bytes: if self.open_line_bytes > 0 {
+                self.open_line_bytes
+            } else {
+                self.last_ended_line_bytes
+            },
+            spill_path,
+            spill_problem,
+        }
+    }
+
+    /// True once the output no longer fits the limits.
+    fn is_over_limits(&self) -> bool {
+        let lines = self.newlines + u64::from(self.open_line_bytes > 0);
+        self.total_bytes > self.limits.max_bytes as u64 || lines > self.limits.max_lines as u64
+    }
+
+    fn count_lines(&mut self, bytes: &[u8]) {
+        let Some(last) = memchr::memrchr(b'\n', bytes) else {
+            self.open_line_bytes += bytes.len() as u64;
+            return;
+        };
+        if self.first_line_bytes.is_none()
+            && let Some(first) = memchr::memchr(b'\n', bytes)
+        {
+            self.first_line_bytes = Some(self.open_line_bytes + first as u64);
+        }
+        self.newlines += memchr::memchr_iter(b'\n', bytes).count() as u64;
+        self.last_ended_line_bytes = match memchr::memrchr(b'\n', &bytes[..last]) {
+            Some(prev) => (last - prev - 1) as u64,
+            None => self.open_line_bytes + last as u64,
+        };
+        self.open_line_bytes = (bytes.len() - last - 1) as u64;
+    }
+
+    fn spill_bytes(&mut self, bytes: &[u8]) {
+        if let Spill::Pending(dir) = &self.spill
+            && self.is_over_limits()
+        {
+            // Until now the output fitted the limits, so the head holds all of it.
+            self.spill = open_spill(dir);
+            if let Spill::Open(file) = &mut self.spill {
+                file.write(&self.head);
+            }
+        }
+        if let Spill::Open(file) = &mut self.spill {
+            file.write(bytes);
+        }
+    }
+
+    fn keep_head(&mut self, bytes: &[u8]) {
+        let room = self.limits.max_bytes.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..room.min(bytes.len())]);
+    }
+
+    /// Keeps the last `max_bytes + 1` bytes, compacting only when the buffer doubles so each
+    /// byte is moved at most once on average.
+    fn keep_tail(&mut self, bytes: &[u8]) {
+        let keep = self.limits.max_bytes + 1;
+        if bytes.len() >= keep {
+            self.tail.clear();
+            self.tail.extend_from_slice(&bytes[bytes.len() - keep..]);
+            return;
+        }
+        self.tail.extend_from_slice(bytes);
+        if self.tail.len() > 2 * keep {
+            self.tail.drain(..self.tail.len() - keep);
+        }
+    }
+}
+
+fn open_spill(dir: &DataDir) -> Spill {
+    match dir.create_spill() {
+        Ok(file) => Spill::Open(file),
+        Err(e) => Spill::Failed(e.to_string()),
+    }
+}
+
+/// Why the spill file does not hold the whole output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpillProblem<'a> {
+    /// The file could not be created at all.
+    NotCreated { error: &'a str },
+    /// Writing stopped after `written` bytes.
+    Incomplete { written: u64, error: &'a str },
+}
+
+/// A borrowed snapshot of a capture, for building a preview.
+#[derive(Debug, Clone, Copy)]
+pub struct CaptureView<'a> {
+    /// The limits the capture was sized for.
+    pub limits: Limits,
+    /// The first bytes of the output, at most `max_bytes`.
+    pub head: &'a [u8],
+    /// The last bytes of the output, at most `max_bytes`.
+    pub tail: &'a [u8],
+    /// Whether `tail` begins at the start of a line.
+    pub tail_at_line_start: bool,
+    pub total_bytes: u64,
+    pub total_lines: u64,
+    /// Length of line 1 without its newline (so far, if it has not ended).
+    pub first_line_bytes: u64,
+    /// Length of the last line without its newline.
+    pub last_line_bytes: u64,
+    pub spill_path: Option<&'a Path>,
+    pub spill_problem: Option<SpillProblem<'a>>,
+}
+
+impl CaptureView<'_> {
+    /// Whether the head holds the whole output.
+    pub fn is_whole(&self) -> bool {
+        self.head.len() as u64 == self.total_bytes
+    }
+
+    /// Whether the output ends with a newline.
+    pub fn ends_with_newline(&self) -> bool {
+        self.tail.last() == Some(&b'\n')
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture(lines: u64, bytes: u64, chunks: &[&str]) -> Capture {
+        let mut c = Capture::new(Limits::new(lines, bytes).unwrap(), SpillPolicy::Never);
+        for chunk in chunks {
+            c.write(chunk);
+        }
+        c.finish();
+        c
+    }
+
+    #[test]
+    fn counts_lines_by_the_project_rule() {
+        for (text, lines) in [
+            ("", 0),
+            ("a", 1),
+            ("a\n", 1),
+            ("a\nb", 2),
+            ("a\nb\n", 2),
+            ("\n\n", 2),
+        ] {
+            let c = capture(10, 100, &[text]);
+            assert_eq!(c.view().total_lines, lines, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn tracks_first_and_last_line_lengths_across_chunks() {
+        let c = capture(10, 4, &["ab", "cd\nxy", "z\nlast", "line"]);
+        let v = c.view();
+        assert_eq!(v.first_line_bytes, 4);
+        assert_eq!(v.last_line_bytes, 8);
+        assert_eq!(v.total_lines, 3);
+        let c = capture(10, 4, &["ab", "cd\nxy", "z\nlast", "line\n"]);
+        assert_eq!(c.view().last_line_bytes, 8);
+    }
+
+    #[test]
+    fn keeps_bounded_head_and_tail() {
+        let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+        let mut c = Capture::new(Limits::new(10, 64).unwrap(), SpillPolicy::Never);
+        for piece in text.as_bytes().chunks(7) {
+            c.write(std::str::from_utf8(piece).unwrap());
+            assert!(c.tail.len() <= 2 * 65 && c.head.len() <= 64);
+        }
+        let v = c.view();
+        assert_eq!(v.head, &text.as_bytes()[..64]);
+        assert_eq!(v.tail, &text.as_bytes()[text.len() - 64..]);
+        assert_eq!(
+            v.tail_at_line_start,
+            text.as_bytes()[text.len() - 65] == b'\n'
+        );
+    }
+
+    #[test]
+    fn rejects_zero_and_absurd_limits() {
+        assert!(Limits::new(0, 10).is_err());
+        assert!(Limits::new(10, 0).is_err());
+        assert!(Limits::new(10, u64::MAX).is_err());
+        assert!(Limits::new(MAX_MAX_LINES as u64 + 1, 10).is_err());
+        assert!(Limits::new(1, 1).is_ok());
+    }
+
+    #[test]
+    fn spills_only_once_over_the_limits_and_then_everything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let limits = Limits::new(3, 100).unwrap();
+        let mut c = Capture::new(limits, SpillPolicy::WhenTruncated(dir.clone()));
+        c.write("a\nb\n");
+        assert!(c.view().spill_path.is_none());
+        c.write("c\nd\n");
+        c.finish();
+        let path = c.view().spill_path.unwrap().to_path_buf();
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "a\nb\nc\nd\n");
+
+        let mut small = Capture::new(limits, SpillPolicy::WhenTruncated(dir));
+        small.write("a\nb\nc\n");
+        small.finish();
+        assert!(small.view().spill_path.is_none());
+    }
+
+    #[test]
+    fn a_spill_that_cannot_be_created_is_reported_not_fatal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        std::fs::remove_dir(dir.spills_dir()).unwrap();
+        std::fs::write(dir.spills_dir(), "not a dir").unwrap();
+        let mut c = Capture::new(Limits::default(), SpillPolicy::Always(dir));
+        c.write("hello\n");
+        c.finish();
+        let v = c.view();
+        assert!(v.spill_path.is_none());
+        assert!(matches!(
+            v.spill_problem,
+            Some(SpillProblem::NotCreated { .. })
+        ));
+        assert_eq!(v.total_lines, 1);
+    }
+}
