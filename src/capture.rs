@@ -135,15 +135,38 @@ impl Capture {
 
     /// Takes the next piece of normalised output.
     pub fn write(&mut self, text: &str) {
-        let bytes = text.as_bytes();
+        if let Some(file) = self.record(text.as_bytes()) {
+            file.write(text.as_bytes());
+        }
+    }
+
+    /// Like [`Capture::write`], but moves `text`'s buffer to the spill writer instead of
+    /// copying it, and leaves `text` empty for reuse: the hot loop's way in.
+    pub fn write_owned(&mut self, text: &mut String) {
+        let bytes = std::mem::take(text).into_bytes();
+        let mut spare = match self.record(&bytes) {
+            Some(file) => file.write_owned(bytes),
+            None => bytes,
+        };
+        spare.clear();
+        *text = String::from_utf8(spare).unwrap_or_default();
+    }
+
+    /// Counts and keeps what the preview needs of `bytes`; returns the spill file they must
+    /// go to, if one is open.
+    fn record(&mut self, bytes: &[u8]) -> Option<&mut SpillFile> {
         if bytes.is_empty() {
-            return;
+            return None;
         }
         self.count_lines(bytes);
         self.total_bytes += bytes.len() as u64;
-        self.spill_bytes(bytes);
+        self.open_pending_spill();
         self.keep_head(bytes);
         self.keep_tail(bytes);
+        match &mut self.spill {
+            Spill::Open(file) => Some(file),
+            _ => None,
+        }
     }
 
     /// Flushes the spill file; call once the output has ended.
@@ -212,18 +235,16 @@ impl Capture {
         self.open_line_bytes = (bytes.len() - last - 1) as u64;
     }
 
-    fn spill_bytes(&mut self, bytes: &[u8]) {
+    /// Opens a [`SpillPolicy::WhenTruncated`] spill once the output no longer fits.
+    fn open_pending_spill(&mut self) {
         if let Spill::Pending(dir) = &self.spill
             && self.is_over_limits()
         {
-            // Until now the output fitted the limits, so the head holds all of it.
+            // Until this piece the output fitted the limits, so the head holds all of it.
             self.spill = open_spill(dir);
             if let Spill::Open(file) = &mut self.spill {
                 file.write(&self.head);
             }
-        }
-        if let Spill::Open(file) = &mut self.spill {
-            file.write(bytes);
         }
     }
 

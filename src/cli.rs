@@ -150,8 +150,7 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
             Err(e) => return Err(e).context("reading standard input"),
         };
         normaliser.feed(&buf[..n], &mut text);
-        capture.write(&text);
-        text.clear();
+        capture.write_owned(&mut text);
     }
     normaliser.finish(&mut text);
     capture.write(&text);

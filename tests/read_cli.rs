@@ -10,17 +10,17 @@ fn spill_of(sandbox: &Sandbox, input: &str) -> std::path::PathBuf {
     spill_path(&json).to_path_buf()
 }
 
+fn read(sandbox: &Sandbox, path: &std::path::Path, flags: &[&str]) -> std::process::Output {
+    let mut cmd = sandbox.spillway();
+    cmd.arg("read").arg(path).args(flags);
+    cmd.output().unwrap()
+}
+
 #[test]
 fn the_notice_offset_continues_where_the_preview_stopped() {
     let sandbox = Sandbox::new();
     let path = spill_of(&sandbox, &numbered(50));
-    let out = sandbox
-        .spillway()
-        .arg("read")
-        .arg(&path)
-        .args(["--offset", "6", "--limit", "3"])
-        .output()
-        .unwrap();
+    let out = read(&sandbox, &path, &["--offset", "6", "--limit", "3"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
@@ -32,13 +32,7 @@ fn the_notice_offset_continues_where_the_preview_stopped() {
 fn the_last_page_has_no_continuation() {
     let sandbox = Sandbox::new();
     let path = spill_of(&sandbox, &numbered(50));
-    let out = sandbox
-        .spillway()
-        .arg("read")
-        .arg(&path)
-        .args(["--offset", "49"])
-        .output()
-        .unwrap();
+    let out = read(&sandbox, &path, &["--offset", "49"]);
     assert_eq!(stdout(&out), "line 49\nline 50\n");
 }
 
