@@ -6,18 +6,26 @@
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use crate::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
+use crate::client::{Connection, Endpoint};
+use crate::config::{SOCKET_ENV, socket_path};
 use crate::normalise::{NormaliseOptions, Normaliser};
 use crate::preview::{CliSteps, Direction, Preview};
+use crate::protocol::{
+    Event, ExitEvent, PROTOCOL_VERSION, RunRequestBody, RunStatus, run_request_line,
+};
 use crate::read::{self, ReadRequest};
 use crate::spill::{DATA_DIR_ENV, DataDir};
 
 /// Exit code for spillway's own failures (bad flags, unreadable input), as `timeout(1)` uses.
 const EXIT_FAILURE: u8 = 125;
+/// Exit code of a run that timed out, as `timeout(1)` uses.
+const EXIT_TIMED_OUT: u8 = 124;
 
 /// Size of each read from standard input.
 const READ_CHUNK: usize = 256 * 1024;
@@ -42,6 +50,119 @@ enum Command {
     Truncate(TruncateArgs),
     /// Print lines of a spill file, a page at a time.
     Read(ReadArgs),
+    /// Run a command under a pseudo-terminal in the daemon and print its preview.
+    ///
+    /// Starts a daemon if none is running. Exits with the command's exit code: 128+N when
+    /// signal N ended it, 124 when it timed out, 125 when spillway itself failed.
+    Run(RunArgs),
+    /// Run the daemon in the foreground (logs on stderr; `SPILLWAY_LOG` sets the level).
+    Daemon(DaemonArgs),
+}
+
+#[derive(Debug, Args)]
+struct EndpointArgs {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/spillway/spillway.sock, else
+    /// <data-dir>/spillway.sock].
+    #[arg(long, env = SOCKET_ENV, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Where spill files go [default: $XDG_STATE_HOME/spillway, else ~/.local/state/spillway].
+    #[arg(long, env = DATA_DIR_ENV, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+impl EndpointArgs {
+    fn resolve(&self) -> Result<Endpoint> {
+        let data_dir = DataDir::locate(self.data_dir.as_deref())?;
+        Ok(Endpoint {
+            socket: socket_path(self.socket.as_deref(), &data_dir),
+            data_dir,
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    limits: LimitArgs,
+    /// Which part of a long output to keep.
+    #[arg(long, value_enum, default_value_t)]
+    direction: Direction,
+    /// Kill the command's process group after this long (e.g. 90s, 10m, 2h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Working directory [default: the current one].
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Set a variable for the command (repeatable).
+    #[arg(long = "env", value_name = "K=V", value_parser = parse_key_value)]
+    env: Vec<(String, String)>,
+    /// Label the run (repeatable), e.g. --tag session=abc.
+    #[arg(long = "tag", value_name = "K=V", value_parser = parse_key_value)]
+    tags: Vec<(String, String)>,
+    /// Use a pipe instead of a terminal: faster for bulk output; stdin is empty.
+    #[arg(long)]
+    no_tty: bool,
+    /// Terminal width [default: 200].
+    #[arg(long, value_name = "N")]
+    cols: Option<u16>,
+    /// Terminal height [default: 50].
+    #[arg(long, value_name = "N")]
+    rows: Option<u16>,
+    /// TERM for the command [default: xterm-256color].
+    #[arg(long, value_name = "TERM")]
+    term: Option<String>,
+    /// Keep escape sequences; only repair invalid UTF-8.
+    #[arg(long)]
+    raw: bool,
+    /// Print the whole exit event as JSON instead of the preview text.
+    #[arg(long)]
+    json: bool,
+    /// Run this shell command line with `sh -c` instead of CMD.
+    #[arg(
+        short = 'c',
+        long = "shell",
+        value_name = "COMMAND",
+        conflicts_with = "command"
+    )]
+    shell: Option<String>,
+    #[command(flatten)]
+    endpoint: EndpointArgs,
+    /// The command and its arguments (after `--`).
+    #[arg(
+        value_name = "CMD",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required_unless_present = "shell"
+    )]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct DaemonArgs {
+    #[command(flatten)]
+    endpoint: EndpointArgs,
+    /// Exit after this long with no runs and no clients [default: never].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    idle_exit: Option<Duration>,
+    /// Timeout for runs that do not set one [default: none].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    default_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when a run's process group is stopped.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    kill_grace: Duration,
+}
+
+/// Durations in human form: `90s`, `10m`, `2h`, `7d`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (expected a duration such as 90s, 10m, 2h or 7d)"))
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -104,6 +225,8 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Truncate(args) => truncate(args),
         Command::Read(args) => read_spill(args),
+        Command::Run(args) => run(args),
+        Command::Daemon(args) => daemon(args),
     };
     match outcome {
         Ok(code) => code,
@@ -184,4 +307,129 @@ fn read_spill(args: ReadArgs) -> Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn run(args: RunArgs) -> Result<ExitCode> {
+    let endpoint = args.endpoint.resolve()?;
+    let cwd = match &args.cwd {
+        Some(dir) => std::path::absolute(dir),
+        None => std::env::current_dir(),
+    }
+    .context("cannot determine the working directory")?;
+    let (argv, shell) = match args.shell {
+        Some(shell) => (None, Some(shell)),
+        None => (Some(args.command), None),
+    };
+    let request = RunRequestBody {
+        v: PROTOCOL_VERSION,
+        op: "run",
+        argv,
+        shell,
+        cwd: Some(cwd.to_string_lossy().into_owned()),
+        env: args.env.into_iter().collect(),
+        // The command sees the caller's environment, as if run directly.
+        base_env: Some(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        ),
+        max_lines: Some(args.limits.max_lines),
+        max_bytes: Some(args.limits.max_bytes),
+        direction: Some(args.direction),
+        timeout_ms: args
+            .timeout
+            .map(|t| t.as_millis().clamp(1, u128::from(u64::MAX)) as u64),
+        tags: args.tags.into_iter().collect(),
+        tty: Some(!args.no_tty),
+        cols: args.cols,
+        rows: args.rows,
+        term: args.term,
+        raw: Some(args.raw),
+    };
+    let mut connection = Connection::open(&endpoint)?;
+    connection.send(&run_request_line(&request))?;
+    loop {
+        match connection.next_event()? {
+            Event::Started(_) | Event::Pong(_) => continue,
+            Event::Exit(exit) => return print_exit(&exit, args.json),
+            Event::Error(error) => {
+                if args.json {
+                    println!("{}", Event::Error(error.clone()).to_line().trim_end());
+                }
+                anyhow::bail!("{}", error.message);
+            }
+        }
+    }
+}
+
+/// Prints a finished run as an agent should see it and turns its status into an exit code.
+fn print_exit(exit: &ExitEvent, json: bool) -> Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, &Event::Exit(Box::new(exit.clone())))?;
+        out.write_all(b"\n")?;
+    } else {
+        out.write_all(exit.preview.content.as_bytes())?;
+    }
+    out.flush()?;
+    if let Some(status) = status_line(exit) {
+        eprintln!("{status}");
+    }
+    Ok(ExitCode::from(exit_code(exit)))
+}
+
+fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal).map_or_else(
+        |_| format!("signal {signal}"),
+        |s| format!("signal {signal} ({})", s.as_str()),
+    )
+}
+
+/// A one-line account of how the command ended, when it did not simply succeed.
+fn status_line(exit: &ExitEvent) -> Option<String> {
+    let how = match (exit.status, exit.exit_code, exit.signal) {
+        (RunStatus::Exited, Some(0), _) => return None,
+        (RunStatus::TimedOut, _, _) => format!(
+            "timed out after {:.1}s; its process group was killed",
+            exit.duration_ms as f64 / 1000.0
+        ),
+        (RunStatus::Killed, _, Some(signal)) => format!("was stopped by {}", signal_name(signal)),
+        (_, _, Some(signal)) => format!("was killed by {}", signal_name(signal)),
+        (_, Some(code), None) => format!("exited with code {code}"),
+        (status, None, None) => format!("ended: {}", status.as_str()),
+    };
+    Some(format!("[spillway: run {} {how}]", exit.id))
+}
+
+/// The exit code `spillway run` passes on, as `timeout(1)` does.
+fn exit_code(exit: &ExitEvent) -> u8 {
+    match (exit.status, exit.exit_code, exit.signal) {
+        (RunStatus::TimedOut, _, _) => EXIT_TIMED_OUT,
+        (_, _, Some(signal)) => 128u8.saturating_add(u8::try_from(signal).unwrap_or(127)),
+        (_, Some(code), None) => u8::try_from(code & 0xff).unwrap_or(1),
+        (_, None, None) => EXIT_FAILURE,
+    }
+}
+
+fn daemon(args: DaemonArgs) -> Result<ExitCode> {
+    init_logging();
+    let endpoint = args.endpoint.resolve()?;
+    crate::daemon::run(crate::daemon::DaemonConfig {
+        socket: endpoint.socket,
+        data_dir: endpoint.data_dir,
+        idle_exit: args.idle_exit,
+        default_timeout: args.default_timeout,
+        kill_grace: args.kill_grace,
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to stderr; `SPILLWAY_LOG` takes a `tracing` filter (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SPILLWAY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .init();
 }

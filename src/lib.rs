@@ -2,13 +2,26 @@
 //! keeping every byte on disk ("lossy for the model, lossless on disk").
 //!
 //! The data flows through one module per stage:
-//! `normalise` (terminal bytes -> clean text) -> `capture` (spill file + bounded head/tail +
-//! counters) -> `preview` (limits, notice). `spill` owns the data directory and spill files;
-//! `read` pages through a spill file; `cli` is the command-line edge.
+//!
+//! `client` (the CLI's side of the socket) -> `server` (socket, JSON Lines; `protocol` holds
+//! the message types both sides share) -> `supervisor` (PTY or pipe via `pty`, timeouts,
+//! process-group kills) -> `normalise` (terminal bytes -> clean text) -> `capture` (spill file
+//! + bounded head/tail + counters) -> `preview` (limits, notice) -> the `exit` event.
+//!
+//! `daemon` owns the daemon's lifecycle (socket claim, signals, idle exit), `config` where the
+//! socket is, `spill` the data directory and spill files, `read` paging through a spill, and
+//! `cli` the command-line edge.
 
 pub mod capture;
 pub mod cli;
+pub mod client;
+pub mod config;
+pub mod daemon;
 pub mod normalise;
 pub mod preview;
+pub mod protocol;
+pub mod pty;
 pub mod read;
+pub mod server;
 pub mod spill;
+pub mod supervisor;

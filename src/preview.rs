@@ -9,14 +9,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::capture::{CaptureView, SpillProblem};
 
 /// Which part of a long output the preview keeps.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// The first lines: where a compiler's root-cause error usually is.
@@ -29,7 +27,7 @@ pub enum Direction {
 }
 
 /// The limit that cut the output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LimitKind {
     Lines,
@@ -37,14 +35,14 @@ pub enum LimitKind {
 }
 
 /// A 1-based inclusive range of spill lines that appears whole in the preview.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LineRange {
     pub first: u64,
     pub last: u64,
 }
 
 /// A single line too long for the byte budget, of which only part is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartialLine {
     pub line: u64,
     pub shown_bytes: u64,
@@ -52,7 +50,7 @@ pub struct PartialLine {
 }
 
 /// The preview of one output: serialised by `--json` with exactly these fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Preview {
     pub truncated: bool,
     /// The text to show: the output itself when it fits, else the kept lines, the elision

@@ -124,7 +124,7 @@ fn new_stem() -> String {
 
 /// Makes sure `path` is a real directory owned by us with mode 0700, creating it if needed.
 /// A directory someone else owns (or a symlink to one) is refused: spills may hold secrets.
-fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
+pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)

@@ -1,6 +1,8 @@
 //! Integration tests, compiled as one binary.
 
+mod daemon;
 mod engine;
 mod helper;
 mod read_cli;
+mod supervisor;
 mod truncate_cli;

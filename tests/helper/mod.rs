@@ -1,5 +1,7 @@
 //! Shared helpers: run the real `spillway` binary with a private data directory.
 
+pub mod daemon;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -1,0 +1,229 @@
+//! The daemon's lifecycle: claiming the socket, serving, and shutting down cleanly.
+//!
+//! Start-up happens before the async runtime exists (no threads yet, so setting the umask for
+//! the bind is safe): the data directory is checked, then the socket is either inherited from
+//! systemd (`LISTEN_FDS`/`LISTEN_PID`) or bound by us. Binding first takes an exclusive lock
+//! on `<socket>.lock`, so of two daemons started at once exactly one wins, and only the winner
+//! may replace a stale socket file left by a crash (one that refuses connections).
+//!
+//! SIGTERM or SIGINT (via `signal-hook`) starts a graceful shutdown: stop accepting, stop every
+//! running command's process group (TERM, then KILL after the grace period), let each run
+//! finish its record and send its `exit` event, remove the socket, exit 0. A daemon started by
+//! a client (`--idle-exit`) also shuts down after a quiet period with no runs and no clients.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use nix::fcntl::{Flock, FlockArg};
+use tokio::sync::watch;
+
+use crate::server::{self, Daemon};
+use crate::spill::{DataDir, ensure_private_dir};
+
+/// Settings of one daemon, resolved from flags and environment.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub socket: PathBuf,
+    pub data_dir: PathBuf,
+    /// Exit after this long with no runs and no clients (daemons started by a client).
+    pub idle_exit: Option<Duration>,
+    /// Timeout for runs that do not ask for one.
+    pub default_timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL when a run's process group is stopped.
+    pub kill_grace: Duration,
+}
+
+/// How the daemon got its listening socket.
+enum Listener {
+    /// Bound by us: the socket file is ours to remove, and the lock must be held until then.
+    Bound {
+        listener: StdUnixListener,
+        _lock: Flock<File>,
+    },
+    /// Passed by systemd, which owns the socket file.
+    Inherited(StdUnixListener),
+}
+
+/// Runs the daemon in the foreground until it is told to stop (or idles out).
+pub fn run(config: DaemonConfig) -> Result<()> {
+    let data_dir = DataDir::open(&config.data_dir)
+        .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
+    let listener = claim_socket(&config.socket)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("spillway-daemon")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(config, data_dir, listener))
+}
+
+/// Takes the inherited socket, or locks, cleans up and binds our own.
+fn claim_socket(socket: &Path) -> Result<Listener> {
+    if let Some(listener) = inherited_listener()? {
+        tracing::info!("serving the socket passed by the service manager");
+        return Ok(Listener::Inherited(listener));
+    }
+    let dir = socket
+        .parent()
+        .with_context(|| format!("socket path {} has no directory", socket.display()))?;
+    ensure_private_dir(dir)?;
+    let lock = lock_socket(socket)?;
+    remove_stale_socket(socket)?;
+    let listener = bind_private(socket)?;
+    tracing::info!(socket = %socket.display(), "listening");
+    Ok(Listener::Bound {
+        listener,
+        _lock: lock,
+    })
+}
+
+/// The listener systemd passed, if it passed one to this process.
+fn inherited_listener() -> Result<Option<StdUnixListener>> {
+    let fds: Vec<_> = sd_notify::listen_fds()
+        .context("cannot read LISTEN_FDS")?
+        .collect();
+    let Some(&fd) = fds.first() else {
+        return Ok(None);
+    };
+    // SAFETY: systemd hands us this fd and nothing else in the process owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Inherited fds lack close-on-exec: without it every command would inherit the socket.
+    nix::fcntl::fcntl(
+        &owned,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .context("cannot set close-on-exec on the inherited socket")?;
+    let listener = StdUnixListener::from(owned);
+    listener
+        .set_nonblocking(true)
+        .context("cannot make the inherited socket non-blocking")?;
+    Ok(Some(listener))
+}
+
+/// Locks `<socket>.lock` for the daemon's lifetime: the one daemon per socket.
+fn lock_socket(socket: &Path) -> Result<Flock<File>> {
+    let path = lock_path(socket);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot open lock file {}", path.display()))?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+        if errno == nix::errno::Errno::EWOULDBLOCK {
+            anyhow::anyhow!(
+                "another spillway daemon is already running on {}",
+                socket.display()
+            )
+        } else {
+            anyhow::anyhow!("cannot lock {}: {errno}", path.display())
+        }
+    })
+}
+
+fn lock_path(socket: &Path) -> PathBuf {
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Removes a socket file nobody answers on; refuses when somebody does.
+fn remove_stale_socket(socket: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(socket).is_err() {
+        return Ok(());
+    }
+    if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+        bail!(
+            "another spillway daemon is already running on {}",
+            socket.display()
+        );
+    }
+    tracing::info!(socket = %socket.display(), "replacing a stale socket");
+    std::fs::remove_file(socket)
+        .with_context(|| format!("cannot remove stale socket {}", socket.display()))
+}
+
+/// Binds the socket with mode 0600 from the start (umask), so no other user can ever connect.
+fn bind_private(socket: &Path) -> Result<StdUnixListener> {
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = StdUnixListener::bind(socket);
+    nix::sys::stat::umask(old);
+    let listener = bound.with_context(|| format!("cannot bind {}", socket.display()))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot make {} private", socket.display()))?;
+    listener
+        .set_nonblocking(true)
+        .context("cannot make the socket non-blocking")?;
+    Ok(listener)
+}
+
+async fn serve(config: DaemonConfig, data_dir: DataDir, listener: Listener) -> Result<()> {
+    let (std_listener, owned_socket) = match listener {
+        Listener::Bound {
+            listener,
+            _lock: lock,
+        } => (listener, Some((config.socket.clone(), lock))),
+        Listener::Inherited(listener) => (listener, None),
+    };
+    let listener = tokio::net::UnixListener::from_std(std_listener)
+        .context("cannot register the socket with the runtime")?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    watch_signals(stop_tx.clone())?;
+    let daemon = Arc::new(Daemon::new(
+        data_dir,
+        config.default_timeout,
+        config.kill_grace,
+    ));
+    if let Some(idle) = config.idle_exit {
+        tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
+    }
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    server::accept_until_stopped(listener, Arc::clone(&daemon), stop_rx).await;
+
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    tracing::info!("shutting down: stopping running commands");
+    daemon.stop_all_runs().await;
+    if let Some((socket, _lock)) = owned_socket {
+        let _ = std::fs::remove_file(&socket);
+        let _ = std::fs::remove_file(lock_path(&socket));
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Turns SIGTERM and SIGINT into a shutdown request, on a thread of its own.
+fn watch_signals(stop: watch::Sender<bool>) -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).context("cannot catch signals")?;
+    std::thread::Builder::new()
+        .name("spillway-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                tracing::info!(signal, "signal received");
+                let _ = stop.send(true);
+            }
+        })
+        .context("cannot start the signal thread")?;
+    Ok(())
+}
+
+/// Asks for shutdown once the daemon has had no runs and no clients for `idle`.
+async fn exit_when_idle(daemon: Arc<Daemon>, idle: Duration, stop: watch::Sender<bool>) {
+    let tick = (idle / 10).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    loop {
+        tokio::time::sleep(tick).await;
+        if daemon.idle_for() >= idle {
+            tracing::info!(?idle, "idle: exiting");
+            let _ = stop.send(true);
+            return;
+        }
+    }
+}

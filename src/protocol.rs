@@ -1,0 +1,492 @@
+//! The socket protocol shared by client and daemon: JSON Lines over a Unix socket.
+//!
+//! Each request is one JSON object on one line, `{"v": 1, "op": "...", ...}`; the daemon
+//! answers with a stream of events, one JSON object per line, each tagged by `"type"`. A `run`
+//! is answered by `started` and then exactly one `exit`; anything wrong with a request is
+//! answered by one `error` event and the connection stays usable (but for a line over
+//! [`MAX_REQUEST_BYTES`], after which the connection is closed). `docs/protocol.md` shows an
+//! example of every message.
+//!
+//! This module is a leaf: it knows nothing of sockets, processes or files.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::preview::{Direction, Preview};
+
+/// The protocol version this build speaks; requests must carry it as `"v"`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Longest request line accepted, newline excluded (1 MiB).
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// A run's identifier: `YYYYMMDD-HHMMSS-xxxx` (UTC start time and four random base-32
+/// characters), short enough for a person or a model to type, and validated before use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RunId(String);
+
+/// An id that is not of the `YYYYMMDD-HHMMSS-xxxx` form.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid run id {0:?}: expected the form YYYYMMDD-HHMMSS-xxxx, e.g. 20261121-101502-k3f9")]
+pub struct BadRunId(String);
+
+const ID_ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+
+impl RunId {
+    /// A fresh id for a run starting now.
+    pub fn generate() -> RunId {
+        let mut random = [0u8; 4];
+        // Without the OS's randomness, the clock's nanoseconds still make a collision unlikely,
+        // and the daemon checks ids for uniqueness anyway.
+        if getrandom::fill(&mut random).is_err() {
+            let nanos = chrono::Utc::now().timestamp_subsec_nanos();
+            random = nanos.to_le_bytes();
+        }
+        let suffix: String = random
+            .iter()
+            .map(|b| char::from(ID_ALPHABET[usize::from(b % 32)]))
+            .collect();
+        let now = chrono::Utc::now().format("%Y%m%d-%H%M%S");
+        RunId(format!("{now}-{suffix}"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for RunId {
+    type Error = BadRunId;
+
+    fn try_from(s: String) -> Result<RunId, BadRunId> {
+        let b = s.as_bytes();
+        let ok = b.len() == 20
+            && b[..8].iter().all(u8::is_ascii_digit)
+            && b[8] == b'-'
+            && b[9..15].iter().all(u8::is_ascii_digit)
+            && b[15] == b'-'
+            && b[16..].iter().all(|c| ID_ALPHABET.contains(c));
+        if ok { Ok(RunId(s)) } else { Err(BadRunId(s)) }
+    }
+}
+
+impl std::str::FromStr for RunId {
+    type Err = BadRunId;
+
+    fn from_str(s: &str) -> Result<RunId, BadRunId> {
+        RunId::try_from(s.to_string())
+    }
+}
+
+impl From<RunId> for String {
+    fn from(id: RunId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A request, after the envelope (`v`, `op`) has been checked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Run a command and stream its events.
+    Run(Box<RunRequest>),
+    /// Liveness and version check, answered by `pong`.
+    Ping,
+}
+
+/// `{"op": "run"}`: what to run and how to preview it. Only one of `argv` and `shell`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    /// Program and arguments, run directly.
+    pub argv: Option<Vec<String>>,
+    /// A shell command line, run by `sh -c`.
+    pub shell: Option<String>,
+    /// Working directory; must exist. Default: the daemon user's home directory.
+    pub cwd: Option<String>,
+    /// Variables set for the command, over everything else.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The environment to start from (usually the client's own); default: the daemon's.
+    pub base_env: Option<BTreeMap<String, String>>,
+    /// Set `PAGER=cat` and friends so pagers and prompts do not wait for a key (default true).
+    pub pager_safe: Option<bool>,
+    pub max_lines: Option<u64>,
+    pub max_bytes: Option<u64>,
+    pub direction: Option<Direction>,
+    /// Kill the command's process group after this many milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Labels for the run, e.g. an agent's session id.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Run under a pseudo-terminal (default true); `false` uses one pipe for stdout and stderr.
+    pub tty: Option<bool>,
+    /// Terminal width (default 200).
+    pub cols: Option<u16>,
+    /// Terminal height (default 50).
+    pub rows: Option<u16>,
+    /// `TERM` for the command under a terminal (default `xterm-256color`).
+    pub term: Option<String>,
+    /// Keep escape sequences; only repair UTF-8.
+    pub raw: Option<bool>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still going (only in the index and in live views).
+    Running,
+    /// Exited by itself; see `exit_code`.
+    Exited,
+    /// Killed by a signal it did not get from spillway; see `signal`.
+    Signaled,
+    /// Killed by spillway after its timeout.
+    TimedOut,
+    /// Killed on request, or by the daemon shutting down.
+    Killed,
+    /// The daemon died while it ran (found at the next start).
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Exited => "exited",
+            RunStatus::Signaled => "signaled",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Killed => "killed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// What the daemon sends back: one JSON object per line, tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The command has started.
+    Started(StartedEvent),
+    /// The command has ended; always the last event of a run.
+    Exit(Box<ExitEvent>),
+    /// The request could not be served.
+    Error(ErrorEvent),
+    /// Answer to `ping`.
+    Pong(PongEvent),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartedEvent {
+    pub id: RunId,
+    pub pid: u32,
+    pub spill_path: Option<String>,
+    /// RFC 3339.
+    pub started_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExitEvent {
+    pub id: RunId,
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    /// Number of the signal that ended the command, if one did.
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339.
+    pub ended_at: String,
+    /// The engine's result object (the same fields as `truncate --json`).
+    #[serde(flatten)]
+    pub preview: Preview,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorEvent {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PongEvent {
+    pub protocol: u32,
+    pub version: String,
+    pub pid: u32,
+}
+
+/// Machine-readable error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The line is not JSON, or not a JSON object.
+    MalformedJson,
+    /// `v` is missing or not a version this daemon speaks.
+    UnsupportedVersion,
+    /// `op` is missing or unknown.
+    UnknownOp,
+    /// A field is missing, unknown, of the wrong type or out of range.
+    BadRequest,
+    /// The working directory does not exist or is not a directory.
+    BadCwd,
+    /// The program could not be started (not found, not executable, ...).
+    SpawnFailed,
+    /// The request line is over the size limit; the connection is closed after this.
+    RequestTooLarge,
+    /// The peer is another user.
+    Forbidden,
+    /// The daemon is shutting down and takes no new runs.
+    ShuttingDown,
+    /// Something failed inside the daemon.
+    Internal,
+}
+
+impl Event {
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Event {
+        Event::Error(ErrorEvent {
+            code,
+            message: message.into(),
+        })
+    }
+
+    /// The event as one JSON line, newline included.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(self).unwrap_or_else(|e| {
+            format!(r#"{{"type":"error","code":"internal","message":"cannot encode event: {e}"}}"#)
+        });
+        line.push('\n');
+        line
+    }
+}
+
+/// Parses one request line, naming what is wrong with it precisely.
+pub fn parse_request(line: &str) -> Result<Request, ErrorEvent> {
+    let bad = |code, message: String| ErrorEvent { code, message };
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+        bad(
+            ErrorCode::MalformedJson,
+            format!("request is not valid JSON: {e}"),
+        )
+    })?;
+    let serde_json::Value::Object(mut fields) = value else {
+        return Err(bad(
+            ErrorCode::MalformedJson,
+            "request must be a JSON object".into(),
+        ));
+    };
+    match fields.remove("v") {
+        Some(v) if v.as_u64() == Some(u64::from(PROTOCOL_VERSION)) => {}
+        Some(v) => {
+            return Err(bad(
+                ErrorCode::UnsupportedVersion,
+                format!(
+                    "protocol version {v} is not supported; this daemon speaks v={PROTOCOL_VERSION}"
+                ),
+            ));
+        }
+        None => {
+            return Err(bad(
+                ErrorCode::UnsupportedVersion,
+                format!("missing protocol version: add \"v\": {PROTOCOL_VERSION}"),
+            ));
+        }
+    }
+    let op = match fields.remove("op") {
+        Some(serde_json::Value::String(op)) => op,
+        _ => {
+            return Err(bad(
+                ErrorCode::UnknownOp,
+                "missing \"op\": expected one of run, ping".into(),
+            ));
+        }
+    };
+    let rest = serde_json::Value::Object(fields);
+    match op.as_str() {
+        "run" => {
+            let run: RunRequest = serde_json::from_value(rest)
+                .map_err(|e| bad(ErrorCode::BadRequest, format!("bad run request: {e}")))?;
+            run.check().map_err(|m| bad(ErrorCode::BadRequest, m))?;
+            Ok(Request::Run(Box::new(run)))
+        }
+        "ping" => Ok(Request::Ping),
+        other => Err(bad(
+            ErrorCode::UnknownOp,
+            format!("unknown op {other:?}: expected one of run, ping"),
+        )),
+    }
+}
+
+impl RunRequest {
+    /// Checks what serde cannot: exactly one of `argv` and `shell`, sane sizes.
+    fn check(&self) -> Result<(), String> {
+        let command: Result<(), String> = match (&self.argv, &self.shell) {
+            (Some(argv), None) if argv.is_empty() => Err("argv must not be empty".into()),
+            (Some(argv), None) if argv[0].is_empty() => Err("argv[0] must not be empty".into()),
+            (Some(_), None) | (None, Some(_)) => Ok(()),
+            (Some(_), Some(_)) => Err("give either argv or shell, not both".into()),
+            (None, None) => {
+                Err("missing the command: give argv (a list) or shell (a string)".into())
+            }
+        };
+        command?;
+        if self.cols == Some(0) || self.rows == Some(0) {
+            return Err("cols and rows must be at least 1".into());
+        }
+        let nul = |s: &String| s.contains('\0');
+        let has_nul = self.argv.iter().flatten().any(nul)
+            || self.shell.as_ref().is_some_and(nul)
+            || self
+                .env
+                .iter()
+                .any(|(k, v)| nul(k) || nul(v) || k.contains('=') || k.is_empty());
+        if has_nul {
+            return Err(
+                "arguments and environment must not contain NUL, and names not '=' or be empty"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Builds the `run` request line a client sends.
+pub fn run_request_line(run: &RunRequestBody) -> String {
+    let mut line = serde_json::to_string(run).unwrap_or_default();
+    line.push('\n');
+    line
+}
+
+/// The serialisable form of a `run` request, as clients build it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunRequestBody {
+    pub v: u32,
+    pub op: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_env: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_lines: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tty: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub term: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(line: &str) -> ErrorCode {
+        parse_request(line).unwrap_err().code
+    }
+
+    #[test]
+    fn parses_a_run_request() {
+        let r = parse_request(r#"{"v":1,"op":"run","argv":["ls","-l"],"tags":{"s":"1"}}"#).unwrap();
+        let Request::Run(run) = r else { panic!() };
+        assert_eq!(run.argv.unwrap(), ["ls", "-l"]);
+        assert_eq!(run.tags["s"], "1");
+        assert_eq!(
+            parse_request(r#"{"v":1,"op":"ping"}"#).unwrap(),
+            Request::Ping
+        );
+    }
+
+    #[test]
+    fn names_each_kind_of_bad_request() {
+        assert_eq!(code("not json"), ErrorCode::MalformedJson);
+        assert_eq!(code("[1,2]"), ErrorCode::MalformedJson);
+        assert_eq!(
+            code(r#"{"op":"run","argv":["ls"]}"#),
+            ErrorCode::UnsupportedVersion
+        );
+        assert_eq!(
+            code(r#"{"v":99,"op":"run","argv":["ls"]}"#),
+            ErrorCode::UnsupportedVersion
+        );
+        assert_eq!(code(r#"{"v":1,"argv":["ls"]}"#), ErrorCode::UnknownOp);
+        assert_eq!(code(r#"{"v":1,"op":"dance"}"#), ErrorCode::UnknownOp);
+        assert_eq!(code(r#"{"v":1,"op":"run"}"#), ErrorCode::BadRequest);
+        assert_eq!(
+            code(r#"{"v":1,"op":"run","argv":"ls"}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"v":1,"op":"run","argv":[]}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"v":1,"op":"run","argv":["ls"],"shell":"ls"}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"v":1,"op":"run","argv":["ls"],"max_lines":-1}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"v":1,"op":"run","argv":["ls"],"colour":true}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"v":1,"op":"run","argv":["a\u0000b"]}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"v":1,"op":"run","shell":"ls","env":{"A=B":"c"}}"#),
+            ErrorCode::BadRequest
+        );
+    }
+
+    #[test]
+    fn run_ids_round_trip_and_are_validated() {
+        let id = RunId::generate();
+        assert_eq!(id.as_str().parse::<RunId>().unwrap(), id);
+        for bad in [
+            "",
+            "../../etc/passwd",
+            "20261121-101502-K3F9",
+            "20261121-101502-k3f",
+            "2026112a-101502-k3f9",
+        ] {
+            assert!(bad.parse::<RunId>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn events_are_tagged_lines() {
+        let line = Event::error(ErrorCode::BadCwd, "no such directory: /x").to_line();
+        assert_eq!(
+            line,
+            "{\"type\":\"error\",\"code\":\"bad_cwd\",\"message\":\"no such directory: /x\"}\n"
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! A real daemon in a temp dir, stopped on drop, and a raw JSON-Lines client for it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::Sandbox;
+
+/// How long any wait in these tests may take before it counts as a failure.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+pub struct TestDaemon {
+    pub sandbox: Sandbox,
+    pub socket: PathBuf,
+    child: Option<Child>,
+}
+
+impl TestDaemon {
+    /// Starts `spillway daemon` on a private socket and waits until it answers.
+    pub fn start() -> TestDaemon {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(extra: &[&str]) -> TestDaemon {
+        let sandbox = Sandbox::new();
+        let socket = sandbox.dir.path().join("run/spillway.sock");
+        let child = daemon_command(&sandbox, &socket)
+            .args(extra)
+            .spawn()
+            .expect("spawn daemon");
+        let daemon = TestDaemon {
+            sandbox,
+            socket,
+            child: Some(child),
+        };
+        wait_for(
+            || UnixStream::connect(&daemon.socket).is_ok(),
+            "daemon socket",
+        );
+        daemon
+    }
+
+    /// `spillway <args>` pointed at this daemon.
+    pub fn spillway(&self) -> Command {
+        let mut cmd = self.sandbox.spillway();
+        cmd.env("SPILLWAY_SOCKET", &self.socket);
+        cmd
+    }
+
+    /// `spillway run <args>`, waited for.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.spillway()
+            .arg("run")
+            .args(args)
+            .output()
+            .expect("spillway run")
+    }
+
+    pub fn client(&self) -> RawClient {
+        RawClient::connect(&self.socket)
+    }
+
+    /// Sends SIGTERM and waits for the daemon to exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
+        signal(child.id(), "TERM");
+        wait_child(&mut child)
+    }
+
+    /// Waits for the daemon to exit by itself.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
+        wait_child(&mut child)
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The command that starts a daemon for `sandbox` on `socket` (logs go to the test's stderr).
+pub fn daemon_command(sandbox: &Sandbox, socket: &Path) -> Command {
+    let mut cmd = sandbox.spillway();
+    cmd.arg("daemon")
+        .arg("--socket")
+        .arg(socket)
+        .args(["--kill-grace", "1s"])
+        .env("SPILLWAY_LOG", "warn")
+        .stdin(Stdio::null());
+    cmd
+}
+
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+pub fn wait_child(child: &mut Child) -> ExitStatus {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "process did not exit in time");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls `ready` until it holds, failing the test after [`PATIENCE`].
+pub fn wait_for(mut ready: impl FnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Speaks JSON Lines to the daemon directly, as any client may.
+pub struct RawClient {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl RawClient {
+    pub fn connect(socket: &Path) -> RawClient {
+        let stream = UnixStream::connect(socket).expect("connect");
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        RawClient {
+            writer: stream.try_clone().unwrap(),
+            reader: BufReader::new(stream),
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("send");
+    }
+
+    pub fn send(&mut self, request: &serde_json::Value) {
+        let mut line = request.to_string();
+        line.push('\n');
+        self.send_raw(line.as_bytes());
+    }
+
+    /// The next event, or None when the daemon closed the connection.
+    pub fn event(&mut self) -> Option<serde_json::Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => None,
+            Ok(_) => Some(serde_json::from_str(&line).expect("event is JSON")),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("reading an event: {e}"),
+        }
+    }
+
+    /// Sends `request` and returns the first event of its answer.
+    pub fn ask(&mut self, request: &serde_json::Value) -> serde_json::Value {
+        self.send(request);
+        self.event().expect("an answer")
+    }
+
+    /// Runs `request` (a run) to its end and returns the exit event.
+    pub fn run_to_exit(&mut self, request: &serde_json::Value) -> serde_json::Value {
+        self.send(request);
+        loop {
+            let event = self.event().expect("an event");
+            match event["type"].as_str() {
+                Some("started") => continue,
+                _ => return event,
+            }
+        }
+    }
+}
+
+/// Pids of live processes whose process group is `pgid` (from /proc/*/stat).
+pub fn processes_in_group(pgid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // fields[0] is the state, [2] the process group; zombies are already dead.
+        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields.first() != Some(&"Z") {
+            found.push(pid);
+        }
+    }
+    found
+}
