@@ -169,6 +169,14 @@ impl Capture {
         }
     }
 
+    /// Passes what the spill file has gathered to its writer; call when no more output is
+    /// waiting, so the file keeps up with a slow command.
+    pub fn hand_off(&mut self) {
+        if let Spill::Open(file) = &mut self.spill {
+            file.hand_off();
+        }
+    }
+
     /// Flushes the spill file; call once the output has ended.
     pub fn finish(&mut self) {
         if let Spill::Open(file) = &mut self.spill {

@@ -3,10 +3,12 @@
 //! Errors are reported here, once, with their context (`anyhow`); the library modules below
 //! return typed errors. A closed stdout (`spillway truncate ... | head`) is not an error.
 
-use std::io::{self, Read, Write};
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -14,11 +16,15 @@ use clap::{Args, Parser, Subcommand};
 use crate::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
 use crate::client::{Connection, Endpoint};
 use crate::config::{SOCKET_ENV, socket_path};
+use crate::index::{INDEX_FILE, Index, NewRun, RunEnd};
 use crate::normalise::{NormaliseOptions, Normaliser};
+use crate::ops;
 use crate::preview::{CliSteps, Direction, Preview};
 use crate::protocol::{
-    Event, ExitEvent, PROTOCOL_VERSION, RunRequestBody, RunStatus, run_request_line,
+    Event, ExitEvent, GrepRequest, HistoryRequest, PurgeRequest, RunId, RunRequest, RunStatus,
+    ShowRequest, request_line,
 };
+use crate::purge::PurgePolicy;
 use crate::read::{self, ReadRequest};
 use crate::spill::{DATA_DIR_ENV, DataDir};
 
@@ -57,6 +63,105 @@ enum Command {
     Run(RunArgs),
     /// Run the daemon in the foreground (logs on stderr; `SPILLWAY_LOG` sets the level).
     Daemon(DaemonArgs),
+    /// List past and running runs, newest first.
+    History(HistoryArgs),
+    /// Print a run's output a page at a time, with its record.
+    Show(ShowArgs),
+    /// Search a run's output with a regular expression.
+    Grep(GrepArgs),
+    /// Runs by status, spill disk use against the quota, database size.
+    Stats(StatsArgs),
+    /// Delete old runs and their spills now (retention, quota, orphans).
+    Purge(PurgeArgs),
+}
+
+#[derive(Debug, Args)]
+struct HistoryArgs {
+    /// Only runs started within this long (e.g. 2h), or since this RFC 3339 time.
+    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    since: Option<DateTime<Utc>>,
+    /// Only runs started before this long ago, or before this RFC 3339 time.
+    #[arg(long, value_name = "WHEN", value_parser = parse_when)]
+    until: Option<DateTime<Utc>>,
+    /// `failed` (anything but exit code 0) or a status: running, exited, signaled, timed_out,
+    /// killed, interrupted.
+    #[arg(long, value_name = "STATUS")]
+    status: Option<String>,
+    /// Only runs whose command line contains this text.
+    #[arg(long, value_name = "SUBSTR")]
+    command: Option<String>,
+    /// Only runs with this tag (repeatable).
+    #[arg(long = "tag", value_name = "K=V", value_parser = parse_key_value)]
+    tags: Vec<(String, String)>,
+    /// Most runs to list.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    limit: usize,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The run's id, as `run` and `history` print it.
+    id: RunId,
+    /// First line to print (1-based).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    offset: u64,
+    /// Most lines to print.
+    #[arg(long, value_name = "M", default_value_t = read::DEFAULT_READ_LIMIT)]
+    limit: usize,
+    /// Only the lines: no header, no continuation notice.
+    #[arg(long)]
+    raw: bool,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+struct GrepArgs {
+    /// The run's id.
+    id: RunId,
+    /// A regular expression (Rust regex syntax).
+    pattern: String,
+    /// Match case-insensitively.
+    #[arg(short = 'i', long)]
+    ignore_case: bool,
+    /// Lines of context around each match.
+    #[arg(short = 'C', long, value_name = "N", default_value_t = 0)]
+    context: usize,
+    /// Most matches to print.
+    #[arg(long, value_name = "N", default_value_t = crate::grep::DEFAULT_MAX_COUNT)]
+    max_count: usize,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+struct StatsArgs {
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+struct PurgeArgs {
+    /// Delete finished runs older than this instead of the daemon's retention (e.g. 3d).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    older_than: Option<Duration>,
+    /// Only say what would be deleted.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// Where the daemon is, and how to print its answer.
+#[derive(Debug, Args)]
+struct OutputArgs {
+    /// Print the daemon's answer as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    endpoint: EndpointArgs,
 }
 
 #[derive(Debug, Args)]
@@ -150,6 +255,31 @@ struct DaemonArgs {
     /// Time between SIGTERM and SIGKILL when a run's process group is stopped.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     kill_grace: Duration,
+    /// Delete finished runs and their spills after this long.
+    #[arg(long, env = "SPILLWAY_RETENTION", value_name = "DURATION", value_parser = parse_duration, default_value = "7d")]
+    retention: Duration,
+    /// Disk quota for spills (e.g. 10GiB, 500MB): the oldest finished runs go first.
+    #[arg(long, env = "SPILLWAY_MAX_DISK", value_name = "SIZE", value_parser = parse_size, default_value = "10GiB")]
+    max_disk: u64,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    text.parse::<bytesize::ByteSize>()
+        .map(|size| size.as_u64())
+        .map_err(|e| format!("{e} (expected a size such as 10GiB or 500MB)"))
+}
+
+/// A moment given as a duration ago (`2h`) or an RFC 3339 time.
+fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(ago) = humantime::parse_duration(text) {
+        let ago = chrono::Duration::from_std(ago).map_err(|e| e.to_string())?;
+        return Ok(Utc::now() - ago);
+    }
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            format!("expected a duration ago (90s, 2h, 7d) or an RFC 3339 time, got {text:?}")
+        })
 }
 
 /// Durations in human form: `90s`, `10m`, `2h`, `7d`.
@@ -227,6 +357,11 @@ pub fn main() -> ExitCode {
         Command::Read(args) => read_spill(args),
         Command::Run(args) => run(args),
         Command::Daemon(args) => daemon(args),
+        Command::History(args) => history(args),
+        Command::Show(args) => show(args),
+        Command::Grep(args) => grep(args),
+        Command::Stats(args) => stats(args),
+        Command::Purge(args) => purge(args),
     };
     match outcome {
         Ok(code) => code,
@@ -255,6 +390,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn truncate(args: TruncateArgs) -> Result<ExitCode> {
+    let started_at = Utc::now();
     let limits = Limits::new(args.limits.max_lines, args.limits.max_bytes)?;
     let root = DataDir::locate(args.data_dir.as_deref())?;
     let mut normaliser = Normaliser::new(NormaliseOptions {
@@ -279,6 +415,13 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     capture.write(&text);
     capture.finish();
     let preview = Preview::build(&capture.view(), args.direction, &CliSteps);
+    if let Some(spill) = &preview.spill_path
+        && let Err(e) = register_truncated(&root, spill, &preview, started_at)
+    {
+        eprintln!(
+            "spillway: warning: the spill is not in the index ({e:#}); a purge may remove it"
+        );
+    }
     let mut out = io::stdout().lock();
     if args.json {
         serde_json::to_writer(&mut out, &preview)?;
@@ -320,9 +463,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         Some(shell) => (None, Some(shell)),
         None => (Some(args.command), None),
     };
-    let request = RunRequestBody {
-        v: PROTOCOL_VERSION,
-        op: "run",
+    let request = RunRequest {
         argv,
         shell,
         cwd: Some(cwd.to_string_lossy().into_owned()),
@@ -333,12 +474,13 @@ fn run(args: RunArgs) -> Result<ExitCode> {
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect(),
         ),
+        pager_safe: None,
         max_lines: Some(args.limits.max_lines),
         max_bytes: Some(args.limits.max_bytes),
         direction: Some(args.direction),
         timeout_ms: args
             .timeout
-            .map(|t| t.as_millis().clamp(1, u128::from(u64::MAX)) as u64),
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)),
         tags: args.tags.into_iter().collect(),
         tty: Some(!args.no_tty),
         cols: args.cols,
@@ -347,10 +489,9 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         raw: Some(args.raw),
     };
     let mut connection = Connection::open(&endpoint)?;
-    connection.send(&run_request_line(&request))?;
+    connection.send(&request_line("run", &request))?;
     loop {
         match connection.next_event()? {
-            Event::Started(_) | Event::Pong(_) => continue,
             Event::Exit(exit) => return print_exit(&exit, args.json),
             Event::Error(error) => {
                 if args.json {
@@ -358,6 +499,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
                 }
                 anyhow::bail!("{}", error.message);
             }
+            _ => continue,
         }
     }
 }
@@ -411,6 +553,60 @@ fn exit_code(exit: &ExitEvent) -> u8 {
     }
 }
 
+fn history(args: HistoryArgs) -> Result<ExitCode> {
+    let request = HistoryRequest {
+        since: args.since.map(|t| t.to_rfc3339()),
+        until: args.until.map(|t| t.to_rfc3339()),
+        status: args.status,
+        command: args.command,
+        tags: args.tags.into_iter().collect(),
+        limit: Some(args.limit),
+    };
+    ops::history(&args.output.endpoint.resolve()?, &request, args.output.json)
+}
+
+fn show(args: ShowArgs) -> Result<ExitCode> {
+    let request = ShowRequest {
+        id: args.id,
+        offset: Some(args.offset),
+        limit: Some(args.limit),
+        max_bytes: None,
+    };
+    let style = if args.output.json {
+        ops::ShowStyle::Json
+    } else if args.raw {
+        ops::ShowStyle::Raw
+    } else {
+        ops::ShowStyle::Page
+    };
+    ops::show(&args.output.endpoint.resolve()?, &request, style)
+}
+
+fn grep(args: GrepArgs) -> Result<ExitCode> {
+    let request = GrepRequest {
+        id: args.id,
+        pattern: args.pattern,
+        ignore_case: args.ignore_case,
+        context: args.context,
+        max_count: Some(args.max_count),
+    };
+    ops::grep(&args.output.endpoint.resolve()?, &request, args.output.json)
+}
+
+fn stats(args: StatsArgs) -> Result<ExitCode> {
+    ops::stats(&args.output.endpoint.resolve()?, args.output.json)
+}
+
+fn purge(args: PurgeArgs) -> Result<ExitCode> {
+    let request = PurgeRequest {
+        older_than_ms: args
+            .older_than
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        dry_run: args.dry_run,
+    };
+    ops::purge(&args.output.endpoint.resolve()?, &request, args.output.json)
+}
+
 fn daemon(args: DaemonArgs) -> Result<ExitCode> {
     init_logging();
     let endpoint = args.endpoint.resolve()?;
@@ -420,6 +616,11 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
         idle_exit: args.idle_exit,
         default_timeout: args.default_timeout,
         kill_grace: args.kill_grace,
+        policy: PurgePolicy {
+            retention: args.retention,
+            max_disk: args.max_disk,
+            ..PurgePolicy::default()
+        },
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -430,6 +631,53 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(io::stderr().is_terminal())
         .with_writer(io::stderr)
         .init();
+}
+
+/// Records a `truncate` spill in the index, so history lists it and the purge keeps it for the
+/// retention period instead of sweeping it up as an orphan.
+fn register_truncated(
+    root: &std::path::Path,
+    spill: &str,
+    preview: &Preview,
+    started_at: DateTime<Utc>,
+) -> Result<()> {
+    let mut index = Index::open(&root.join(INDEX_FILE))?;
+    let id = loop {
+        let id = RunId::generate();
+        let run = NewRun {
+            id: id.clone(),
+            argv: None,
+            shell: Some("spillway truncate".into()),
+            cwd: std::env::current_dir()
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            tags: [("source".to_string(), "truncate".to_string())].into(),
+            started_at,
+            spill_path: Some(spill.to_string()),
+            pid: None,
+            owner_pid: std::process::id(),
+        };
+        if index.insert_run(&run)? {
+            break id;
+        }
+    };
+    let spill_bytes = std::fs::metadata(spill).map_or(0, |m| m.len());
+    index.finish_run(
+        &id,
+        &RunEnd {
+            ended_at: Utc::now(),
+            status: RunStatus::Exited,
+            exit_code: None,
+            signal: None,
+            total_lines: preview.total_lines,
+            total_bytes: preview.total_bytes,
+            truncated: preview.truncated,
+            spill_bytes,
+            spill_complete: spill_bytes == preview.total_bytes,
+        },
+    )?;
+    Ok(())
 }

@@ -23,7 +23,10 @@ use anyhow::{Context, Result, bail};
 use nix::fcntl::{Flock, FlockArg};
 use tokio::sync::watch;
 
-use crate::server::{self, Daemon};
+use crate::index::{INDEX_FILE, Index};
+use crate::protocol::PurgeRequest;
+use crate::purge::PurgePolicy;
+use crate::server::{self, Daemon, Settings};
 use crate::spill::{DataDir, ensure_private_dir};
 
 /// Settings of one daemon, resolved from flags and environment.
@@ -37,7 +40,12 @@ pub struct DaemonConfig {
     pub default_timeout: Option<Duration>,
     /// Between SIGTERM and SIGKILL when a run's process group is stopped.
     pub kill_grace: Duration,
+    /// Retention, disk quota and orphan grace for spills.
+    pub policy: PurgePolicy,
 }
+
+/// How often the daemon purges old spills after the one at start-up.
+const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// How the daemon got its listening socket.
 enum Listener {
@@ -55,12 +63,41 @@ pub fn run(config: DaemonConfig) -> Result<()> {
     let data_dir = DataDir::open(&config.data_dir)
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
     let listener = claim_socket(&config.socket)?;
+    let index = open_index(&data_dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("spillway-daemon")
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, data_dir, listener))
+    runtime.block_on(serve(config, data_dir, index, listener))
+}
+
+/// Opens the index and marks the runs a dead daemon left `running` as `interrupted`.
+fn open_index(data_dir: &DataDir) -> Result<Index> {
+    let path = data_dir.root().join(INDEX_FILE);
+    let mut index = Index::open(&path)?;
+    // A new daemon may get a dead one's pid (pid 1 in a container): never count ourselves.
+    let me = std::process::id();
+    let recovered =
+        index.recover_interrupted(chrono::Utc::now(), |pid| pid != me && is_alive(pid))?;
+    if !recovered.is_empty() {
+        tracing::warn!(
+            runs = recovered.len(),
+            "marked runs of a daemon that died as interrupted"
+        );
+    }
+    Ok(index)
+}
+
+/// Whether a process exists (EPERM: it does, but is not ours).
+fn is_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Ok(()) | Err(nix::errno::Errno::EPERM)
+    )
 }
 
 /// Takes the inherited socket, or locks, cleans up and binds our own.
@@ -164,7 +201,12 @@ fn bind_private(socket: &Path) -> Result<StdUnixListener> {
     Ok(listener)
 }
 
-async fn serve(config: DaemonConfig, data_dir: DataDir, listener: Listener) -> Result<()> {
+async fn serve(
+    config: DaemonConfig,
+    data_dir: DataDir,
+    index: Index,
+    listener: Listener,
+) -> Result<()> {
     let (std_listener, owned_socket) = match listener {
         Listener::Bound {
             listener,
@@ -176,11 +218,13 @@ async fn serve(config: DaemonConfig, data_dir: DataDir, listener: Listener) -> R
         .context("cannot register the socket with the runtime")?;
     let (stop_tx, stop_rx) = watch::channel(false);
     watch_signals(stop_tx.clone())?;
-    let daemon = Arc::new(Daemon::new(
-        data_dir,
-        config.default_timeout,
-        config.kill_grace,
-    ));
+    let settings = Settings {
+        default_timeout: config.default_timeout,
+        kill_grace: config.kill_grace,
+        policy: config.policy.clone(),
+    };
+    let daemon = Arc::new(Daemon::new(data_dir, index, settings));
+    tokio::spawn(purge_periodically(Arc::clone(&daemon)));
     if let Some(idle) = config.idle_exit {
         tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
     }
@@ -225,5 +269,15 @@ async fn exit_when_idle(daemon: Arc<Daemon>, idle: Duration, stop: watch::Sender
             let _ = stop.send(true);
             return;
         }
+    }
+}
+
+/// Purges at start-up and then every [`PURGE_INTERVAL`].
+async fn purge_periodically(daemon: Arc<Daemon>) {
+    loop {
+        if let Err(e) = daemon.purge(PurgeRequest::default()).await {
+            tracing::error!(message = %e.message, "purge failed");
+        }
+        tokio::time::sleep(PURGE_INTERVAL).await;
     }
 }

@@ -14,7 +14,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::grep::GrepResult;
+use crate::index::{IndexStats, RunRow};
 use crate::preview::{Direction, Preview};
+use crate::purge::PurgeReport;
 
 /// The protocol version this build speaks; requests must carry it as `"v"`.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -100,42 +103,138 @@ pub enum Request {
     Run(Box<RunRequest>),
     /// Liveness and version check, answered by `pong`.
     Ping,
+    /// Past and running runs, newest first, answered by `history`.
+    History(HistoryRequest),
+    /// A page of one run's spill with its record, answered by `show`.
+    Show(ShowRequest),
+    /// A regex search in one run's spill, answered by `grep`.
+    Grep(GrepRequest),
+    /// Counts and disk use, answered by `stats`.
+    Stats,
+    /// Run the retention, quota and orphan purge now, answered by `purge`.
+    Purge(PurgeRequest),
+}
+
+/// The ops a request may name, for error messages.
+const OPS: &str = "run, ping, history, show, grep, stats, purge";
+
+/// `{"op": "history"}`: which runs to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryRequest {
+    /// Only runs started at or after this time (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Only runs started before this time (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// A status (`exited`, `timed_out`, ...) or `failed` (anything but exit code 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Only runs whose command line contains this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Only runs with all these tags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// Most runs to list (default 50, at most 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// `{"op": "show"}`: a page of a run's spill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShowRequest {
+    pub id: RunId,
+    /// First line, 1-based (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Most lines (default 2000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Most bytes (default 51200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<usize>,
+}
+
+/// `{"op": "grep"}`: a regex search in a run's spill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrepRequest {
+    pub id: RunId,
+    /// A regular expression (Rust `regex` syntax).
+    pub pattern: String,
+    #[serde(default)]
+    pub ignore_case: bool,
+    /// Lines of context around each match (at most 50).
+    #[serde(default)]
+    pub context: usize,
+    /// Most matches to report (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_count: Option<usize>,
+}
+
+/// `{"op": "purge"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurgeRequest {
+    /// Purge finished runs older than this instead of the daemon's retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub older_than_ms: Option<u64>,
+    /// Report what would go, and touch nothing.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// `{"op": "run"}`: what to run and how to preview it. Only one of `argv` and `shell`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {
     /// Program and arguments, run directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<String>>,
     /// A shell command line, run by `sh -c`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<String>,
     /// Working directory; must exist. Default: the daemon user's home directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Variables set for the command, over everything else.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// The environment to start from (usually the client's own); default: the daemon's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_env: Option<BTreeMap<String, String>>,
     /// Set `PAGER=cat` and friends so pagers and prompts do not wait for a key (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pager_safe: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_lines: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
     /// Kill the command's process group after this many milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// Labels for the run, e.g. an agent's session id.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
     /// Run under a pseudo-terminal (default true); `false` uses one pipe for stdout and stderr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tty: Option<bool>,
     /// Terminal width (default 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cols: Option<u16>,
     /// Terminal height (default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u16>,
     /// `TERM` for the command under a terminal (default `xterm-256color`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub term: Option<String>,
     /// Keep escape sequences; only repair UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<bool>,
 }
 
@@ -182,6 +281,52 @@ pub enum Event {
     Error(ErrorEvent),
     /// Answer to `ping`.
     Pong(PongEvent),
+    /// Answer to `history`.
+    History(HistoryEvent),
+    /// Answer to `show`.
+    Show(Box<ShowEvent>),
+    /// Answer to `grep`.
+    Grep(Box<GrepEvent>),
+    /// Answer to `stats`.
+    Stats(StatsEvent),
+    /// Answer to `purge`.
+    Purge(PurgeReport),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEvent {
+    pub runs: Vec<RunRow>,
+}
+
+/// A page of a spill, with the run it belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShowEvent {
+    pub run: RunRow,
+    /// The lines, each ending in `\n`, long ones cut at 2000 characters with a marker.
+    pub text: String,
+    pub first: u64,
+    pub last: u64,
+    pub total_lines: u64,
+    /// The line to ask for next, when lines remain.
+    pub next_offset: Option<u64>,
+    pub stopped_by_bytes: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrepEvent {
+    pub run: RunRow,
+    #[serde(flatten)]
+    pub result: GrepResult,
+    pub max_count: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatsEvent {
+    #[serde(flatten)]
+    pub index: IndexStats,
+    pub max_disk: u64,
+    pub retention_ms: u64,
+    pub data_dir: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -245,6 +390,12 @@ pub enum ErrorCode {
     Forbidden,
     /// The daemon is shutting down and takes no new runs.
     ShuttingDown,
+    /// No run has this id.
+    UnknownRun,
+    /// The run's spill file is gone (deleted or lost); its record remains.
+    SpillMissing,
+    /// The grep pattern is not a valid regular expression.
+    BadPattern,
     /// Something failed inside the daemon.
     Internal,
 }
@@ -304,23 +455,49 @@ pub fn parse_request(line: &str) -> Result<Request, ErrorEvent> {
         _ => {
             return Err(bad(
                 ErrorCode::UnknownOp,
-                "missing \"op\": expected one of run, ping".into(),
+                format!("missing \"op\": expected one of {OPS}"),
             ));
         }
     };
     let rest = serde_json::Value::Object(fields);
+    let fields_of = |op: &'static str| {
+        move |e: serde_json::Error| bad(ErrorCode::BadRequest, format!("bad {op} request: {e}"))
+    };
     match op.as_str() {
         "run" => {
-            let run: RunRequest = serde_json::from_value(rest)
-                .map_err(|e| bad(ErrorCode::BadRequest, format!("bad run request: {e}")))?;
+            let run: RunRequest = serde_json::from_value(rest).map_err(fields_of("run"))?;
             run.check().map_err(|m| bad(ErrorCode::BadRequest, m))?;
             Ok(Request::Run(Box::new(run)))
         }
-        "ping" => Ok(Request::Ping),
+        "ping" => no_fields(rest, "ping").map(|()| Request::Ping),
+        "stats" => no_fields(rest, "stats").map(|()| Request::Stats),
+        "history" => serde_json::from_value(rest)
+            .map(Request::History)
+            .map_err(fields_of("history")),
+        "show" => serde_json::from_value(rest)
+            .map(Request::Show)
+            .map_err(fields_of("show")),
+        "grep" => serde_json::from_value(rest)
+            .map(Request::Grep)
+            .map_err(fields_of("grep")),
+        "purge" => serde_json::from_value(rest)
+            .map(Request::Purge)
+            .map_err(fields_of("purge")),
         other => Err(bad(
             ErrorCode::UnknownOp,
-            format!("unknown op {other:?}: expected one of run, ping"),
+            format!("unknown op {other:?}: expected one of {OPS}"),
         )),
+    }
+}
+
+/// Ops without fields still refuse unknown ones, like the others.
+fn no_fields(rest: serde_json::Value, op: &str) -> Result<(), ErrorEvent> {
+    match rest {
+        serde_json::Value::Object(fields) if fields.is_empty() => Ok(()),
+        _ => Err(ErrorEvent {
+            code: ErrorCode::BadRequest,
+            message: format!("{op} takes no fields besides v and op"),
+        }),
     }
 }
 
@@ -357,48 +534,17 @@ impl RunRequest {
     }
 }
 
-/// Builds the `run` request line a client sends.
-pub fn run_request_line(run: &RunRequestBody) -> String {
-    let mut line = serde_json::to_string(run).unwrap_or_default();
+/// The request line a client sends: `body`'s fields with the envelope (`v`, `op`) added.
+pub fn request_line(op: &str, body: &impl Serialize) -> String {
+    let mut fields = match serde_json::to_value(body) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => serde_json::Map::new(),
+    };
+    fields.insert("v".into(), PROTOCOL_VERSION.into());
+    fields.insert("op".into(), op.into());
+    let mut line = serde_json::Value::Object(fields).to_string();
     line.push('\n');
     line
-}
-
-/// The serialisable form of a `run` request, as clients build it.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RunRequestBody {
-    pub v: u32,
-    pub op: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub argv: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shell: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub base_env: Option<BTreeMap<String, String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_lines: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_bytes: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub direction: Option<Direction>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tty: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cols: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rows: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub term: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub raw: Option<bool>,
 }
 
 #[cfg(test)]

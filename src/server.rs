@@ -8,9 +8,9 @@
 //! line over the size limit closes that connection only.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::SecondsFormat;
@@ -20,10 +20,15 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, watch};
 
 use crate::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
+use crate::grep::{DEFAULT_MAX_COUNT, grep_file};
+use crate::index::{HistoryFilter, Index, IndexError, NewRun, RunEnd, RunRow, StatusFilter};
 use crate::protocol::{
-    ErrorCode, ErrorEvent, Event, ExitEvent, MAX_REQUEST_BYTES, PROTOCOL_VERSION, PongEvent,
-    Request, RunId, RunRequest, StartedEvent, parse_request,
+    ErrorCode, ErrorEvent, Event, ExitEvent, GrepEvent, GrepRequest, HistoryEvent, HistoryRequest,
+    MAX_REQUEST_BYTES, PROTOCOL_VERSION, PongEvent, PurgeRequest, Request, RunId, RunRequest,
+    RunStatus, ShowEvent, ShowRequest, StartedEvent, StatsEvent, parse_request,
 };
+use crate::purge::{self, PurgePolicy};
+use crate::read::{self, ReadError, ReadRequest};
 use crate::spill::DataDir;
 use crate::supervisor::{
     self, Finished, LaunchError, RunControl, RunSpec, StopReason, TtySize, child_env,
@@ -38,9 +43,11 @@ const DEFAULT_TERM: &str = "xterm-256color";
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
 
 /// The daemon's shared state: settings, the runs in flight, and activity for idle exit.
-#[derive(Debug)]
 pub struct Daemon {
     data_dir: DataDir,
+    /// The run index; SQLite work happens on blocking threads, never on the runtime's workers.
+    index: Arc<Mutex<Index>>,
+    policy: PurgePolicy,
     default_timeout: Option<Duration>,
     kill_grace: Duration,
     runs: Mutex<HashMap<RunId, RunControl>>,
@@ -52,12 +59,21 @@ pub struct Daemon {
     changed: Notify,
 }
 
+/// The daemon's settings, as resolved by `daemon::run`.
+pub struct Settings {
+    pub default_timeout: Option<Duration>,
+    pub kill_grace: Duration,
+    pub policy: PurgePolicy,
+}
+
 impl Daemon {
-    pub fn new(data_dir: DataDir, default_timeout: Option<Duration>, kill_grace: Duration) -> Self {
+    pub fn new(data_dir: DataDir, index: Index, settings: Settings) -> Self {
         Daemon {
             data_dir,
-            default_timeout,
-            kill_grace,
+            index: Arc::new(Mutex::new(index)),
+            policy: settings.policy,
+            default_timeout: settings.default_timeout,
+            kill_grace: settings.kill_grace,
             runs: Mutex::new(HashMap::new()),
             clients: AtomicUsize::new(0),
             idle_since: Mutex::new(Some(Instant::now())),
@@ -66,13 +82,49 @@ impl Daemon {
         }
     }
 
+    /// Runs `work` on the index on a blocking thread.
+    async fn with_index<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Index) -> Result<T, IndexError> + Send + 'static,
+    ) -> Result<T, ErrorEvent> {
+        let index = Arc::clone(&self.index);
+        tokio::task::spawn_blocking(move || work(&mut lock(&index)))
+            .await
+            .map_err(|e| internal(format!("index task failed: {e}")))?
+            .map_err(|e| internal(format!("index: {e}")))
+    }
+
+    /// Runs one purge pass (retention, quota, orphans) and logs what went.
+    pub async fn purge(&self, request: PurgeRequest) -> Result<purge::PurgeReport, ErrorEvent> {
+        let mut policy = self.policy.clone();
+        if let Some(ms) = request.older_than_ms {
+            policy.retention = Duration::from_millis(ms);
+        }
+        let spills = self.data_dir.spills_dir();
+        let report = self
+            .with_index(move |index| {
+                purge::purge(index, &spills, &policy, chrono::Utc::now(), request.dry_run)
+            })
+            .await?;
+        let runs = report.expired.len() + report.evicted.len();
+        if !report.dry_run && (runs > 0 || !report.orphans.is_empty()) {
+            tracing::info!(
+                runs,
+                orphans = report.orphans.len(),
+                freed_bytes = report.freed_bytes,
+                "purged"
+            );
+        }
+        Ok(report)
+    }
+
     /// How long the daemon has had no runs and no clients.
     pub fn idle_for(&self) -> Duration {
         lock(&self.idle_since).map_or(Duration::ZERO, |since| since.elapsed())
     }
 
     /// Stops every run's process group and waits (bounded) for the runs to finish and their
-    /// clients to hear of it.
+    /// clients to be sent their `exit` events.
     pub async fn stop_all_runs(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         for control in lock(&self.runs).values() {
@@ -81,11 +133,11 @@ impl Daemon {
         let deadline = tokio::time::Instant::now() + self.kill_grace + SHUTDOWN_SLACK;
         loop {
             let changed = self.changed.notified();
-            if lock(&self.runs).is_empty() && self.clients.load(Ordering::SeqCst) == 0 {
+            if lock(&self.runs).is_empty() {
                 return;
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                tracing::warn!("shutdown: gave up waiting for runs and clients");
+                tracing::warn!("shutdown: gave up waiting for runs to end");
                 return;
             }
         }
@@ -237,7 +289,180 @@ async fn answer(line: &[u8], daemon: &Daemon, write: &mut OwnedWriteHalf) -> std
             send(write, &pong).await
         }
         Ok(Request::Run(run)) => serve_run(*run, daemon, write).await,
+        Ok(Request::History(request)) => reply(write, history(request, daemon).await).await,
+        Ok(Request::Show(request)) => reply(write, show(request, daemon).await).await,
+        Ok(Request::Grep(request)) => reply(write, grep(request, daemon).await).await,
+        Ok(Request::Stats) => reply(write, stats(daemon).await).await,
+        Ok(Request::Purge(request)) => {
+            let report = daemon.purge(request).await.map(Event::Purge);
+            reply(write, report).await
+        }
     }
+}
+
+/// Sends an answer, or the error that stood in its way.
+async fn reply(
+    write: &mut OwnedWriteHalf,
+    answer: Result<Event, ErrorEvent>,
+) -> std::io::Result<()> {
+    send(write, &answer.unwrap_or_else(Event::Error)).await
+}
+
+fn internal(message: String) -> ErrorEvent {
+    ErrorEvent {
+        code: ErrorCode::Internal,
+        message,
+    }
+}
+
+fn bad_request(message: String) -> ErrorEvent {
+    ErrorEvent {
+        code: ErrorCode::BadRequest,
+        message,
+    }
+}
+
+/// Most runs one `history` answer lists.
+const MAX_HISTORY: usize = 10_000;
+
+async fn history(r: HistoryRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    let time = |field: &str, text: Option<String>| {
+        text.map(|t| {
+            chrono::DateTime::parse_from_rfc3339(&t)
+                .map(|t| t.with_timezone(&chrono::Utc))
+                .map_err(|e| {
+                    bad_request(format!("{field} must be an RFC 3339 time, got {t:?}: {e}"))
+                })
+        })
+        .transpose()
+    };
+    let status = match r.status.as_deref() {
+        None => None,
+        Some("failed") => Some(StatusFilter::Failed),
+        Some(name) => Some(StatusFilter::Is(parse_status(name)?)),
+    };
+    let filter = HistoryFilter {
+        since: time("since", r.since)?,
+        until: time("until", r.until)?,
+        status,
+        command_contains: r.command,
+        tags: r.tags.into_iter().collect(),
+        limit: r.limit.unwrap_or(0).min(MAX_HISTORY),
+    };
+    let runs = daemon
+        .with_index(move |index| index.history(&filter))
+        .await?;
+    Ok(Event::History(HistoryEvent { runs }))
+}
+
+fn parse_status(name: &str) -> Result<RunStatus, ErrorEvent> {
+    serde_json::from_value(serde_json::Value::String(name.to_string())).map_err(|_| {
+        bad_request(format!(
+            "unknown status {name:?}: expected failed, running, exited, signaled, timed_out, killed or interrupted"
+        ))
+    })
+}
+
+/// Finds a run's record and the spill file it names, refusing any path outside the spills
+/// directory: a row is data, never a trusted path.
+async fn spill_of(id: RunId, daemon: &Daemon) -> Result<(RunRow, PathBuf), ErrorEvent> {
+    let wanted = id.clone();
+    let row = daemon
+        .with_index(move |index| index.get(&wanted))
+        .await?
+        .ok_or_else(|| ErrorEvent {
+            code: ErrorCode::UnknownRun,
+            message: format!("no run with id {id}"),
+        })?;
+    let missing = |why: &str| ErrorEvent {
+        code: ErrorCode::SpillMissing,
+        message: format!("the output of run {id} is gone: {why}; its record remains"),
+    };
+    let Some(path) = row.spill_path.clone() else {
+        return Err(missing("it never had a spill file"));
+    };
+    if row.spill_missing {
+        return Err(missing(&format!("{path} was deleted or lost")));
+    }
+    let path = confine(Path::new(&path), &daemon.data_dir.spills_dir()).ok_or_else(|| {
+        missing(&format!(
+            "{path} is missing or outside the spills directory"
+        ))
+    })?;
+    Ok((row, path))
+}
+
+/// `path` resolved, if it exists and lies inside `dir`.
+fn confine(path: &Path, dir: &Path) -> Option<PathBuf> {
+    let path = path.canonicalize().ok()?;
+    let dir = dir.canonicalize().ok()?;
+    (path.starts_with(&dir) && path != dir).then_some(path)
+}
+
+async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    let (run, path) = spill_of(r.id.clone(), daemon).await?;
+    let defaults = ReadRequest::default();
+    let request = ReadRequest {
+        offset: r.offset.unwrap_or(defaults.offset),
+        limit: r.limit.unwrap_or(defaults.limit),
+        max_bytes: r.max_bytes.unwrap_or(defaults.max_bytes),
+    };
+    let page = tokio::task::spawn_blocking(move || read::read_page(&path, &request))
+        .await
+        .map_err(|e| internal(format!("read task failed: {e}")))?
+        .map_err(|e| match e {
+            ReadError::NotFound { .. } => ErrorEvent {
+                code: ErrorCode::SpillMissing,
+                message: format!("the output of run {}: {e}", r.id),
+            },
+            ReadError::Io { .. } => internal(e.to_string()),
+            _ => bad_request(e.to_string()),
+        })?;
+    Ok(Event::Show(Box::new(ShowEvent {
+        run,
+        next_offset: page.has_more().then_some(page.last + 1),
+        text: page.text,
+        first: page.first,
+        last: page.last,
+        total_lines: page.total_lines,
+        stopped_by_bytes: page.stopped_by_bytes,
+    })))
+}
+
+async fn grep(r: GrepRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    let regex = regex::RegexBuilder::new(&r.pattern)
+        .case_insensitive(r.ignore_case)
+        .build()
+        .map_err(|e| ErrorEvent {
+            code: ErrorCode::BadPattern,
+            message: format!("bad pattern {:?}: {e}", r.pattern),
+        })?;
+    let max_count = match r.max_count {
+        Some(0) => return Err(bad_request("max_count must be at least 1".into())),
+        Some(n) => n,
+        None => DEFAULT_MAX_COUNT,
+    };
+    let (run, path) = spill_of(r.id, daemon).await?;
+    let context = r.context;
+    let result = tokio::task::spawn_blocking(move || grep_file(&path, &regex, context, max_count))
+        .await
+        .map_err(|e| internal(format!("grep task failed: {e}")))?
+        .map_err(|e| internal(e.to_string()))?;
+    Ok(Event::Grep(Box::new(GrepEvent {
+        run,
+        result,
+        max_count,
+    })))
+}
+
+async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    let index = daemon.with_index(|index| index.stats()).await?;
+    Ok(Event::Stats(StatsEvent {
+        index,
+        max_disk: daemon.policy.max_disk,
+        retention_ms: u64::try_from(daemon.policy.retention.as_millis()).unwrap_or(u64::MAX),
+        data_dir: daemon.data_dir.root().to_string_lossy().into_owned(),
+    }))
 }
 
 async fn send(write: &mut OwnedWriteHalf, event: &Event) -> std::io::Result<()> {
@@ -255,39 +480,122 @@ async fn serve_run(
         let message = "the daemon is shutting down and takes no new runs";
         return send(write, &Event::error(ErrorCode::ShuttingDown, message)).await;
     }
-    let spec = match run_spec(request, daemon) {
+    let id = match daemon.fresh_run_id().await {
+        Ok(id) => id,
+        Err(error) => return send(write, &Event::Error(error)).await,
+    };
+    let record = NewRun {
+        id: id.clone(),
+        argv: request.argv.clone(),
+        shell: request.shell.clone(),
+        cwd: String::new(),
+        tags: request.tags.clone(),
+        started_at: chrono::Utc::now(),
+        spill_path: None,
+        pid: None,
+        owner_pid: std::process::id(),
+    };
+    let spec = match run_spec(id.clone(), request, daemon) {
         Ok(spec) => spec,
         Err(error) => return send(write, &Event::Error(error)).await,
     };
-    let id = spec.id.clone();
+    let cwd = spec.cwd.to_string_lossy().into_owned();
     let launched = match supervisor::launch(spec, &daemon.data_dir).await {
         Ok(launched) => launched,
         Err(e) => return send(write, &launch_error(&e)).await,
     };
+    let spill_path = launched
+        .spill_path
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
     daemon.register(id.clone(), launched.control.clone());
+    let record = NewRun {
+        cwd,
+        started_at: launched.started_at,
+        spill_path: spill_path.clone(),
+        pid: Some(launched.pid),
+        ..record
+    };
+    if let Err(e) = daemon
+        .with_index(move |index| index.insert_run(&record))
+        .await
+    {
+        tracing::error!(id = %id, message = %e.message, "cannot record the run's start");
+    }
     tracing::info!(id = %id, pid = launched.pid, "run started");
     let started = Event::Started(StartedEvent {
         id: id.clone(),
         pid: launched.pid,
-        spill_path: launched
-            .spill_path
-            .as_ref()
-            .map(|p| p.to_string_lossy().into_owned()),
+        spill_path,
         started_at: rfc3339(launched.started_at),
     });
     // A client that is already gone still gets its run completed and recorded.
     let started_sent = send(write, &started).await;
     let finished = launched.finished.await;
-    daemon.unregister(&id);
     let event = match finished {
         Ok(finished) => {
             tracing::info!(id = %id, status = finished.status.as_str(), "run ended");
-            exit_event(id, finished)
+            daemon.record_end(&id, &finished).await;
+            exit_event(id.clone(), finished)
         }
         Err(_) => Event::error(ErrorCode::Internal, format!("run {id} was lost")),
     };
-    started_sent?;
-    send(write, &event).await
+    // Unregistered only once its client has been told, so a shutdown waits for that too.
+    let sent = match started_sent {
+        Ok(()) => send(write, &event).await,
+        Err(e) => Err(e),
+    };
+    daemon.unregister(&id);
+    sent
+}
+
+impl Daemon {
+    /// A run id no recorded run has.
+    async fn fresh_run_id(&self) -> Result<RunId, ErrorEvent> {
+        loop {
+            let id = RunId::generate();
+            let taken = {
+                let (id, running) = (id.clone(), lock(&self.runs).contains_key(&id));
+                running
+                    || self
+                        .with_index(move |index| index.get(&id))
+                        .await?
+                        .is_some()
+            };
+            if !taken {
+                return Ok(id);
+            }
+        }
+    }
+
+    /// Completes a run's record; a failure is logged, never lost silently.
+    async fn record_end(&self, id: &RunId, finished: &Finished) {
+        let preview = &finished.preview;
+        // The file's size says what really reached the disk.
+        let spill_bytes = preview
+            .spill_path
+            .as_ref()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len());
+        let end = RunEnd {
+            ended_at: finished.ended_at,
+            status: finished.status,
+            exit_code: finished.exit_code,
+            signal: finished.signal,
+            total_lines: preview.total_lines,
+            total_bytes: preview.total_bytes,
+            truncated: preview.truncated,
+            spill_bytes,
+            spill_complete: preview.spill_path.is_some() && spill_bytes == preview.total_bytes,
+        };
+        let id_for_index = id.clone();
+        if let Err(e) = self
+            .with_index(move |index| index.finish_run(&id_for_index, &end))
+            .await
+        {
+            tracing::error!(id = %id, message = %e.message, "cannot record the run's end");
+        }
+    }
 }
 
 fn launch_error(e: &LaunchError) -> Event {
@@ -318,11 +626,8 @@ fn exit_event(id: RunId, f: Finished) -> Event {
 }
 
 /// Resolves a request into a run specification, with the daemon's defaults.
-fn run_spec(r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorEvent> {
-    let bad = |message: String| ErrorEvent {
-        code: ErrorCode::BadRequest,
-        message,
-    };
+fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorEvent> {
+    let bad = bad_request;
     let limits = Limits::new(
         r.max_lines.unwrap_or(DEFAULT_MAX_LINES as u64),
         r.max_bytes.unwrap_or(DEFAULT_MAX_BYTES as u64),
@@ -354,7 +659,7 @@ fn run_spec(r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorEvent> {
         (None, None) => return Err(bad("missing the command".into())),
     };
     Ok(RunSpec {
-        id: RunId::generate(),
+        id,
         argv,
         cwd,
         env: child_env(base, r.pager_safe.unwrap_or(true), term, &r.env),

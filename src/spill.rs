@@ -161,10 +161,12 @@ pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
     Ok(())
 }
 
-/// Bytes gathered before a batch goes to the writer thread.
-const BATCH_BYTES: usize = 1 << 20;
+/// Bytes gathered before a batch goes to the writer thread. Small enough that 32 runs in
+/// flight with a lagging disk stay within a few MiB each; large enough that bulk output costs
+/// few syscalls.
+const BATCH_BYTES: usize = 128 * 1024;
 /// Batches queued for the writer at most; beyond that `write` waits, so memory stays bounded.
-const BATCHES_IN_FLIGHT: usize = 4;
+const BATCHES_IN_FLIGHT: usize = 3;
 
 /// An open spill file that records, rather than returns, its first write error.
 ///
@@ -252,6 +254,13 @@ impl SpillFile {
             let _ = queue.send(bytes);
         }
         spare
+    }
+
+    /// Hands the bytes gathered so far to the writer without waiting for a full batch: a
+    /// reader about to block calls this, so the file trails the command by moments, not by a
+    /// batch (a daemon killed with -9 then loses nothing it had read).
+    pub fn hand_off(&mut self) {
+        self.send_batch();
     }
 
     fn send_batch(&mut self) {

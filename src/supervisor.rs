@@ -780,6 +780,7 @@ impl Reader {
                 }
             };
             if chunk == Chunk::WouldBlock {
+                self.capture.hand_off();
                 self.output.wait(self.drain.wake(), limit)?;
             }
         }

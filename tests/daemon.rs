@@ -257,13 +257,20 @@ fn socket_activation_serves_the_passed_listener() {
         .env("SPILLWAY_DATA_DIR", sandbox.data_dir())
         .env("SPILLWAY_SOCKET", sandbox.dir.path().join("unused.sock"))
         .env("SPILLWAY_LOG", "warn");
-    // SAFETY: dup2 is async-signal-safe; the listener fd stays open in the parent until spawn.
+    // SAFETY: dup2 and fcntl are async-signal-safe; the listener stays open until spawn.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(fd, 3) == -1 {
-                return Err(std::io::Error::last_os_error());
+            // dup2 onto itself keeps close-on-exec, so fd 3 needs the flag cleared instead.
+            let ok = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0) != -1
+            } else {
+                libc::dup2(fd, 3) != -1
+            };
+            if ok {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
             }
-            Ok(())
         });
     }
     let mut child = cmd.spawn().unwrap();

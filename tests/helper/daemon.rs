@@ -69,6 +69,26 @@ impl TestDaemon {
         wait_child(&mut child)
     }
 
+    /// Kills the daemon with SIGKILL, as a crash would, and reaps it.
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().expect("daemon running");
+        child.kill().expect("kill -9");
+        child.wait().expect("reap");
+    }
+
+    /// Starts a new daemon on the same data directory and socket.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "the old daemon is still running");
+        let child = daemon_command(&self.sandbox, &self.socket)
+            .spawn()
+            .expect("spawn daemon");
+        self.child = Some(child);
+        wait_for(
+            || UnixStream::connect(&self.socket).is_ok(),
+            "daemon socket",
+        );
+    }
+
     /// Waits for the daemon to exit by itself.
     pub fn wait_exit(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("daemon running");
