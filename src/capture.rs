@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use crate::highlight::{Candidate, Highlighter, Patterns};
 use crate::spill::{DataDir, SpillFile};
 
 /// Default preview line limit.
@@ -109,6 +110,16 @@ pub struct Capture {
     /// Bytes of the last line that ended, without its newline.
     last_ended_line_bytes: u64,
     spill: Spill,
+    /// Finds lines that look like errors, for the preview's highlights (None: turned off).
+    highlighter: Option<Highlighter>,
+}
+
+/// The default highlight patterns, compiled once per process.
+fn default_patterns() -> Patterns {
+    static DEFAULT: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
+    DEFAULT
+        .get_or_init(|| Patterns::new(&[]).expect("the default highlight patterns are valid"))
+        .clone()
 }
 
 impl Capture {
@@ -130,12 +141,19 @@ impl Capture {
             open_line_bytes: 0,
             last_ended_line_bytes: 0,
             spill,
+            highlighter: Some(Highlighter::new(default_patterns())),
         }
+    }
+
+    /// Looks for highlights with `patterns` instead of the defaults, or not at all with `None`.
+    pub fn with_highlights(mut self, patterns: Option<Patterns>) -> Capture {
+        self.highlighter = patterns.map(Highlighter::new);
+        self
     }
 
     /// Takes the next piece of normalised output.
     pub fn write(&mut self, text: &str) {
-        if let Some(file) = self.record(text.as_bytes()) {
+        if let Some(file) = self.record(text) {
             file.write(text.as_bytes());
         }
     }
@@ -143,22 +161,28 @@ impl Capture {
     /// Like [`Capture::write`], but moves `text`'s buffer to the spill writer instead of
     /// copying it, and leaves `text` empty for reuse: the hot loop's way in.
     pub fn write_owned(&mut self, text: &mut String) {
-        let bytes = std::mem::take(text).into_bytes();
-        let mut spare = match self.record(&bytes) {
-            Some(file) => file.write_owned(bytes),
-            None => bytes,
+        let owned = std::mem::take(text);
+        let bytes = match self.record(&owned) {
+            Some(file) => file.write_owned(owned.into_bytes()),
+            None => owned.into_bytes(),
         };
+        let mut spare = bytes;
         spare.clear();
         *text = String::from_utf8(spare).unwrap_or_default();
     }
 
-    /// Counts and keeps what the preview needs of `bytes`; returns the spill file they must
-    /// go to, if one is open.
-    fn record(&mut self, bytes: &[u8]) -> Option<&mut SpillFile> {
+    /// Counts and keeps what the preview needs of `text`; returns the spill file it must go
+    /// to, if one is open.
+    fn record(&mut self, text: &str) -> Option<&mut SpillFile> {
+        let bytes = text.as_bytes();
         if bytes.is_empty() {
             return None;
         }
+        let ended_before = self.newlines;
         self.count_lines(bytes);
+        if let Some(highlighter) = &mut self.highlighter {
+            highlighter.write(text, ended_before);
+        }
         self.total_bytes += bytes.len() as u64;
         self.open_pending_spill();
         self.keep_head(bytes);
@@ -179,6 +203,9 @@ impl Capture {
 
     /// Flushes the spill file; call once the output has ended.
     pub fn finish(&mut self) {
+        if let Some(highlighter) = &mut self.highlighter {
+            highlighter.finish(self.newlines);
+        }
         if let Spill::Open(file) = &mut self.spill {
             file.flush();
         }
@@ -216,6 +243,7 @@ impl Capture {
             },
             spill_path,
             spill_problem,
+            highlights: self.highlighter.as_ref(),
         }
     }
 
@@ -312,9 +340,18 @@ pub struct CaptureView<'a> {
     pub last_line_bytes: u64,
     pub spill_path: Option<&'a Path>,
     pub spill_problem: Option<SpillProblem<'a>>,
+    /// Lines that look like errors, when highlights are on.
+    pub highlights: Option<&'a Highlighter>,
 }
 
-impl CaptureView<'_> {
+impl<'a> CaptureView<'a> {
+    /// The kept highlight candidates, in output order.
+    pub fn candidates(&self) -> Vec<&'a Candidate> {
+        self.highlights
+            .map(Highlighter::candidates)
+            .unwrap_or_default()
+    }
+
     /// Whether the head holds the whole output.
     pub fn is_whole(&self) -> bool {
         self.head.len() as u64 == self.total_bytes

@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
 use crate::client::{Connection, Endpoint};
 use crate::config::{SOCKET_ENV, socket_path};
+use crate::highlight::Patterns;
 use crate::index::{INDEX_FILE, Index, NewRun, RunEnd};
 use crate::normalise::{NormaliseOptions, Normaliser};
 use crate::ops;
@@ -311,6 +312,29 @@ struct TruncateArgs {
     /// Print the result object as JSON instead of the preview text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    highlights: HighlightArgs,
+}
+
+/// Which lines of the omitted middle a preview shows as highlights.
+#[derive(Debug, Args)]
+struct HighlightArgs {
+    /// Also highlight lines matching this regular expression (repeatable).
+    #[arg(long = "highlight", value_name = "REGEX")]
+    extra: Vec<String>,
+    /// Show no highlights from the omitted middle.
+    #[arg(long, conflicts_with = "extra")]
+    no_highlights: bool,
+}
+
+impl HighlightArgs {
+    /// The patterns to look for, or None when highlights are off.
+    fn patterns(&self) -> Result<Option<Patterns>> {
+        if self.no_highlights {
+            return Ok(None);
+        }
+        Ok(Some(Patterns::new(&self.extra)?))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -397,7 +421,8 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
         raw: args.raw,
         ..NormaliseOptions::default()
     });
-    let mut capture = Capture::new(limits, SpillPolicy::WhenTruncated(DataDir::at(&root)));
+    let mut capture = Capture::new(limits, SpillPolicy::WhenTruncated(DataDir::at(&root)))
+        .with_highlights(args.highlights.patterns()?);
     let mut stdin = io::stdin().lock();
     let mut buf = vec![0u8; READ_CHUNK];
     let mut text = String::new();

@@ -18,6 +18,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod grep;
+pub mod highlight;
 pub mod index;
 pub mod normalise;
 pub mod ops;

@@ -93,6 +93,14 @@ impl Normaliser {
         }
     }
 
+    /// The line still being written, as it looks now (say, a prompt waiting for an answer, or
+    /// a progress bar's current state): text [`Normaliser::feed`] has not committed because
+    /// the line has not ended. It never holds a newline. Empty in raw mode, which holds
+    /// nothing back but an incomplete character.
+    pub fn pending_line(&self) -> &str {
+        if self.raw { "" } else { &self.term.line.text }
+    }
+
     /// Bytes held in the pending line.
     #[cfg(test)]
     fn pending_len(&self) -> usize {

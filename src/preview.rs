@@ -70,8 +70,8 @@ pub struct Preview {
 pub trait NextStep {
     /// How to read the spill from line `line` on.
     fn read_from(&self, spill: &Path, line: u64) -> String;
-    /// How to search the whole spill.
-    fn search(&self, spill: &Path) -> String;
+    /// How to search the whole spill for `pattern` (an extended regular expression).
+    fn search(&self, spill: &Path, pattern: &str) -> String;
 }
 
 /// The command-line wording: `spillway read` and `grep`.
@@ -83,8 +83,10 @@ impl NextStep for CliSteps {
         format!("spillway read {} --offset {line}", quote(spill))
     }
 
-    fn search(&self, spill: &Path) -> String {
-        format!("grep -n 'PATTERN' {}", quote(spill))
+    fn search(&self, spill: &Path, pattern: &str) -> String {
+        // Always quoted: a pattern is read as one, even the placeholder.
+        let pattern = pattern.replace('\'', r"'\''");
+        format!("grep -n -E '{pattern}' {}", quote(spill))
     }
 }
 
@@ -103,7 +105,24 @@ struct Selection {
     tail: usize,
     tail_bytes: usize,
     partial: Option<Partial>,
+    /// Lines from the omitted part that look like errors, in output order.
+    highlights: Vec<Highlight>,
 }
+
+/// A highlighted line (and the location line after it), whole, with its spill line numbers.
+#[derive(Debug, Clone)]
+struct Highlight {
+    first: u64,
+    last: u64,
+    /// The lines, each ending with a newline.
+    text: String,
+}
+
+/// Share of each limit the highlights may take, out of the head and tail's budget.
+const HIGHLIGHT_SHARE: usize = 5; // one fifth: 20 %
+
+/// A short pattern for `grep -E` that lists lines like the highlights.
+pub const HIGHLIGHT_GREP: &str = r"error|FAIL|panic|Exception|Traceback|FATAL|CRITICAL|\*\*\*";
 
 /// Byte range of the partial line's shown part, within the head or tail buffer.
 #[derive(Debug)]
@@ -134,9 +153,9 @@ impl Preview {
                 partial_line: None,
             };
         }
-        let selection = select(view, direction);
+        let selection = select_with_highlights(view, direction);
         let shown = shown_ranges(&selection, view.total_lines);
-        let shown_lines = (selection.head + selection.tail) as u64;
+        let shown_lines: u64 = shown.iter().map(|r| r.last - r.first + 1).sum();
         let truncated_by = if shown_lines == limits.max_lines() as u64 {
             LimitKind::Lines
         } else {
@@ -227,8 +246,121 @@ fn take(sizes: &[usize], max_lines: usize, max_bytes: usize) -> (usize, usize) {
     (lines, bytes)
 }
 
-fn select(view: &CaptureView<'_>, direction: Direction) -> Selection {
+/// Selects head and tail lines; when lines are omitted and some of them look like errors,
+/// gives those up to [`HIGHLIGHT_SHARE`] of the budget and the ends the rest.
+fn select_with_highlights(view: &CaptureView<'_>, direction: Direction) -> Selection {
     let (max_lines, max_bytes) = (view.limits.max_lines(), view.limits.max_bytes());
+    let first = select(view, direction, max_lines, max_bytes);
+    if first.partial.is_some() {
+        return first;
+    }
+    let omitted = (first.head as u64 + 1)..=(view.total_lines - first.tail as u64);
+    let chosen = choose_highlights(
+        view,
+        &omitted,
+        max_lines / HIGHLIGHT_SHARE,
+        max_bytes / HIGHLIGHT_SHARE,
+    );
+    if chosen.is_empty() {
+        return first;
+    }
+    let lines: u64 = chosen.iter().map(|h| h.last - h.first + 1).sum();
+    let bytes: usize = chosen.iter().map(|h| h.text.len()).sum();
+    // The ends shrink, so every chosen line stays in the omitted part.
+    let mut selection = select(
+        view,
+        direction,
+        max_lines - lines as usize,
+        max_bytes - bytes,
+    );
+    if selection.partial.is_some() {
+        return first;
+    }
+    selection.highlights = chosen;
+    selection
+}
+
+/// Picks highlights among the candidates in `omitted` within the budget: strong ones before
+/// weak ones, and in each group the first, the last, then evenly spread ones.
+fn choose_highlights(
+    view: &CaptureView<'_>,
+    omitted: &std::ops::RangeInclusive<u64>,
+    max_lines: usize,
+    max_bytes: usize,
+) -> Vec<Highlight> {
+    let inside: Vec<_> = view
+        .candidates()
+        .into_iter()
+        .filter(|c| omitted.contains(&c.line))
+        .collect();
+    let (strong, weak): (Vec<_>, Vec<_>) = inside.into_iter().partition(|c| c.strong);
+    let mut chosen: Vec<Highlight> = Vec::new();
+    let (mut lines, mut bytes) = (0, 0);
+    for candidate in spread(&strong).into_iter().chain(spread(&weak)) {
+        let mut text = format!("{}\n", candidate.text);
+        let mut last = candidate.line;
+        if let Some(context) = &candidate.context
+            && omitted.contains(&(candidate.line + 1))
+        {
+            text.push_str(context);
+            text.push('\n');
+            last += 1;
+        }
+        let overlaps = chosen
+            .iter()
+            .any(|h| h.first <= last && candidate.line <= h.last);
+        let size = (last - candidate.line + 1) as usize;
+        if overlaps || lines + size > max_lines || bytes + text.len() > max_bytes {
+            continue;
+        }
+        lines += size;
+        bytes += text.len();
+        chosen.push(Highlight {
+            first: candidate.line,
+            last,
+            text,
+        });
+    }
+    chosen.sort_by_key(|h| h.first);
+    chosen
+}
+
+/// `items` in the order a short list should take them: the first, the last, then the middles
+/// of ever smaller gaps, so a few picks cover the whole span.
+fn spread<T: Copy>(items: &[T]) -> Vec<T> {
+    let n = items.len();
+    let mut order = Vec::with_capacity(n);
+    let mut taken = vec![false; n];
+    let mut take = |i: usize, order: &mut Vec<T>| {
+        if !taken[i] {
+            taken[i] = true;
+            order.push(items[i]);
+        }
+    };
+    if n == 0 {
+        return order;
+    }
+    take(0, &mut order);
+    take(n - 1, &mut order);
+    let mut gaps = std::collections::VecDeque::from([(0, n - 1)]);
+    while let Some((lo, hi)) = gaps.pop_front() {
+        if hi - lo < 2 {
+            continue;
+        }
+        let mid = lo + (hi - lo) / 2;
+        take(mid, &mut order);
+        gaps.push_back((lo, mid));
+        gaps.push_back((mid, hi));
+    }
+    order
+}
+
+fn select(
+    view: &CaptureView<'_>,
+    direction: Direction,
+    max_lines: usize,
+    max_bytes: usize,
+) -> Selection {
     let total = usize::try_from(view.total_lines).unwrap_or(usize::MAX);
     let heads = head_line_sizes(view);
     let tails = tail_line_sizes(view);
@@ -315,6 +447,12 @@ fn shown_ranges(s: &Selection, total: u64) -> Vec<LineRange> {
             last: s.head as u64,
         });
     }
+    for h in &s.highlights {
+        ranges.push(LineRange {
+            first: h.first,
+            last: h.last,
+        });
+    }
     if s.tail > 0 {
         ranges.push(LineRange {
             first: total - s.tail as u64 + 1,
@@ -336,8 +474,25 @@ fn render(
         out.push_str(&String::from_utf8_lossy(&buf[p.start..p.end]));
     }
     out.push_str(&String::from_utf8_lossy(&view.head[..s.head_bytes]));
-    if s.head > 0 && s.tail > 0 {
-        let (first, last) = (s.head as u64 + 1, view.total_lines - s.tail as u64);
+    let (first, last) = (s.head as u64 + 1, view.total_lines - s.tail as u64);
+    if !s.highlights.is_empty() {
+        let _ = writeln!(
+            out,
+            "[... {} lines omitted (lines {first}-{last}); {} of them look like errors: here they are, each after its line number ...]",
+            last - first + 1,
+            s.highlights
+                .iter()
+                .map(|h| h.last - h.first + 1)
+                .sum::<u64>()
+        );
+        for h in &s.highlights {
+            let _ = writeln!(out, "[at line {}]", h.first);
+            out.push_str(&h.text);
+        }
+        if s.tail > 0 {
+            let _ = writeln!(out, "[... the last lines ...]");
+        }
+    } else if s.head > 0 && s.tail > 0 {
         let _ = writeln!(
             out,
             "[... {} lines omitted (lines {first}-{last}) ...]",
@@ -376,7 +531,7 @@ fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextSt
                 .iter()
                 .map(|r| format!("{}-{}", r.first, r.last))
                 .collect();
-            format!("showing lines {}", listed.join(" and "))
+            format!("showing lines {}", list(&listed))
         }
     };
     let mut text = format!(
@@ -401,12 +556,19 @@ fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextSt
                 );
             }
             let _ = writeln!(text);
+            if let Some(more) = more_highlights(view, s) {
+                let _ = writeln!(
+                    text,
+                    "{more} more lines in the omitted part look like errors; list them: {}",
+                    steps.search(path, HIGHLIGHT_GREP)
+                );
+            }
             let _ = write!(
                 text,
                 "Next: read the lines you have not seen, from line {first_unseen}: {}\n\
                  or search all of it: {}]\n",
                 steps.read_from(path, first_unseen),
-                steps.search(path)
+                steps.search(path, "PATTERN")
             );
         }
         (None, _) => {
@@ -414,6 +576,32 @@ fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextSt
         }
     }
     text
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// How many lines that look like errors the highlights leave out (candidates found anywhere,
+/// less those shown), when there are any.
+fn more_highlights(view: &CaptureView<'_>, s: &Selection) -> Option<u64> {
+    let found = view.highlights.map_or(0, |h| h.found());
+    let shown_candidates = view
+        .candidates()
+        .iter()
+        .filter(|c| {
+            c.line <= s.head as u64
+                || c.line > view.total_lines - s.tail as u64
+                || s.highlights.iter().any(|h| h.first == c.line)
+        })
+        .count() as u64;
+    let more = found.saturating_sub(shown_candidates);
+    (more > 0).then_some(more)
 }
 
 /// The first line that is not shown whole: the read offset a notice gives.
@@ -613,7 +801,7 @@ mod tests {
             p.content
                 .contains(&format!("spillway read {path} --offset 3"))
         );
-        assert!(p.content.contains(&format!("grep -n 'PATTERN' {path}")));
+        assert!(p.content.contains(&format!("grep -n -E 'PATTERN' {path}")));
     }
 
     #[test]

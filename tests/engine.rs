@@ -22,6 +22,10 @@ fn piece() -> impl Strategy<Value = Vec<u8>> {
         1 => Just("héllo ✓ 日本".as_bytes().to_vec()),
         1 => prop::collection::vec(any::<u8>(), 1..6),
         1 => (100usize..3000).prop_map(|n| vec![b'w'; n]),
+        // Lines the highlights pick up, with a location line after one of them.
+        1 => Just(b"\nerror[E0308]: mismatched types\n  --> src/a.rs:1:2\n".to_vec()),
+        1 => Just(b"\nFAILED tests/x.py::t - AssertionError\n".to_vec()),
+        1 => Just(b"\nmake: *** [all] Error 2\n".to_vec()),
     ]
 }
 

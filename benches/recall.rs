@@ -1,0 +1,132 @@
+//! Key-line recall of previews on real command outputs. Not a timed test: it prints a table.
+//!
+//! For each case of a corpus directory (the layout of `cases.json` + `NN-name/output.raw`, with
+//! each case's key lines: the lines a reader must see to act), it runs the engine on the raw
+//! PTY bytes and checks whether every key line appears *whole* (as a line of its own) in the
+//! preview, for four modes: `head`, `tail` and `both` without highlights (what other harnesses
+//! do), and spillway's default (`both` with highlights), at the default budget (2000 lines /
+//! 50 KiB) and a tight one (100 lines / 4 KiB).
+//!
+//! Run: `cargo bench --bench recall -- PATH/TO/CORPUS`.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use spillway::capture::{Capture, Limits, SpillPolicy};
+use spillway::normalise::{NormaliseOptions, normalise};
+use spillway::preview::{CliSteps, Direction, Preview};
+
+#[derive(Debug, Deserialize)]
+struct Case {
+    name: String,
+    dir: String,
+    key_lines: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    name: &'static str,
+    direction: Direction,
+    highlights: bool,
+}
+
+const MODES: [Mode; 4] = [
+    Mode {
+        name: "head",
+        direction: Direction::Head,
+        highlights: false,
+    },
+    Mode {
+        name: "tail",
+        direction: Direction::Tail,
+        highlights: false,
+    },
+    Mode {
+        name: "both",
+        direction: Direction::Both,
+        highlights: false,
+    },
+    Mode {
+        name: "spillway",
+        direction: Direction::Both,
+        highlights: true,
+    },
+];
+
+const BUDGETS: [(&str, u64, u64); 2] = [("default", 2000, 51200), ("tight", 100, 4096)];
+
+fn main() -> Result<(), Box<dyn Error>> {
+    // `cargo bench` passes `--bench`; the corpus is the first other argument.
+    let Some(corpus) = std::env::args().skip(1).find(|a| !a.starts_with("--")) else {
+        eprintln!("usage: cargo bench --bench recall -- PATH/TO/CORPUS");
+        std::process::exit(2);
+    };
+    let corpus = PathBuf::from(corpus);
+    let cases: Vec<Case> = serde_json::from_slice(&std::fs::read(corpus.join("cases.json"))?)?;
+    let texts: Vec<String> = cases
+        .iter()
+        .map(|c| read_case(&corpus, c))
+        .collect::<Result<_, _>>()?;
+    for (budget, lines, bytes) in BUDGETS {
+        println!("\n## {budget} budget ({lines} lines / {bytes} bytes)\n");
+        let names: Vec<&str> = MODES.iter().map(|m| m.name).collect();
+        println!("| case | key lines | {} |", names.join(" | "));
+        println!("|---|---:|---|---|---|---|");
+        let mut hits = [0usize; 4];
+        for (case, text) in cases.iter().zip(&texts) {
+            let mut row = format!("| {} | {} |", case.name, case.key_lines.len());
+            for (m, mode) in MODES.iter().enumerate() {
+                let preview = preview(text, *mode, lines, bytes)?;
+                let found = case
+                    .key_lines
+                    .iter()
+                    .filter(|key| preview.content.lines().any(|l| l == key.as_str()))
+                    .count();
+                if found == case.key_lines.len() {
+                    hits[m] += 1;
+                }
+                let mark = if found == case.key_lines.len() {
+                    "yes"
+                } else {
+                    "NO"
+                };
+                row.push_str(&format!(
+                    " {mark} ({found}/{}, {} B) |",
+                    case.key_lines.len(),
+                    preview.content.len()
+                ));
+            }
+            println!("{row}");
+        }
+        let recall: Vec<String> = hits
+            .iter()
+            .map(|h| format!("{:.0} %", *h as f64 * 100.0 / cases.len() as f64))
+            .collect();
+        println!(
+            "| **recall** (cases with every key line) | | {} |",
+            recall.join(" | ")
+        );
+    }
+    println!(
+        "\nreproduce: cargo bench --bench recall -- {}",
+        corpus.display()
+    );
+    Ok(())
+}
+
+fn read_case(corpus: &Path, case: &Case) -> Result<String, Box<dyn Error>> {
+    let raw = std::fs::read(corpus.join(&case.dir).join("output.raw"))?;
+    Ok(normalise(&raw, NormaliseOptions::default()))
+}
+
+fn preview(text: &str, mode: Mode, lines: u64, bytes: u64) -> Result<Preview, Box<dyn Error>> {
+    let limits = Limits::new(lines, bytes)?;
+    let mut capture = Capture::new(limits, SpillPolicy::Never);
+    if !mode.highlights {
+        capture = capture.with_highlights(None);
+    }
+    capture.write(text);
+    capture.finish();
+    Ok(Preview::build(&capture.view(), mode.direction, &CliSteps))
+}

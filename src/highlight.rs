@@ -1,0 +1,441 @@
+//! Highlights: lines that look like the cause of a failure, found while the output streams,
+//! so a preview can carry the needle from the middle it omits (a compiler's one error among
+//! hundreds of warnings) instead of making the reader grep for it.
+//!
+//! One multi-line regex made of every pattern runs over each chunk of normalised text; its
+//! literal prefilter does the scanning, so output without a match costs little. Each line is
+//! tried once. Memory is bounded: the first and the last [`KEEP`] candidates are kept with their
+//! text, and the rest are only counted. A candidate is *strong* (a root cause: a compiler error,
+//! an exception, a failed test) or *weak* (a line that restates a failure: make's `***`, cargo's
+//! `could not compile`), and a preview picks strong ones first.
+
+use std::collections::VecDeque;
+
+use regex::{Regex, RegexBuilder, RegexSet};
+
+/// Candidates kept at each end of the output.
+pub const KEEP: usize = 16;
+/// A line longer than this is not kept as a highlight (it could not be shown whole).
+pub const MAX_HIGHLIGHT_BYTES: usize = 2048;
+/// Bytes of a line in progress kept across chunks for matching.
+const CARRY_BYTES: usize = 4096;
+
+/// Patterns for the root causes of failures in common toolchains.
+const STRONG: &[&str] = &[
+    // rustc / cargo
+    r"^error(\[E\d{4}\])?: ",
+    r"panicked at ",
+    // gcc / clang / go / most compilers: file:line[:col]: error
+    r"^[^\s:]+:\d+(:\d+)?: (fatal )?error: ",
+    r"^(fatal error|error): ",
+    r"^[^\s:]+\.go:\d+:\d+: ",
+    // tsc
+    r"error TS\d+: ",
+    // Python, Java and friends: the exception line
+    r"^[A-Za-z_][\w.$]*(Error|Exception)(: .*)?$",
+    r"^Exception in thread ",
+    r"^Caused by: ",
+    // test runners
+    r"^FAILED ",
+    r"^ERROR ",
+    r"^--- FAIL: ",
+    r"^panic: ",
+    r"^test .* \.\.\. FAILED$",
+    // package managers
+    r"^npm (ERR!|error) ",
+    r"^\[ERROR\] ",
+    // log levels
+    r"\b(FATAL|CRITICAL)\b",
+];
+
+/// Patterns for lines that restate a failure without its cause.
+const WEAK: &[&str] = &[
+    r"\*\*\* ",
+    r"^error: could not compile ",
+    r"^npm (ERR!|error) A complete log of this run",
+    r"^Traceback \(most recent call last\):",
+    r"^FAIL\s",
+    r"^make(\[\d+\])?: ",
+];
+
+/// Literals of which every default pattern needs one: a search for these alone runs at memory
+/// speed (the regex crate turns it into a SIMD multi-literal search), and only the lines that
+/// contain one are tried against the patterns themselves.
+const LITERALS: &str = r"error|Error|Exception|panic|FAIL|ERROR|npm |FATAL|CRITICAL|\*\*\*|Traceback|Caused by|\.go:|make";
+
+/// A line after a candidate that says where it happened, kept with it.
+const LOCATION: &str = r#"^\s*(--> |at |File ")"#;
+
+/// Which patterns to look for.
+#[derive(Debug, Clone)]
+pub struct Patterns {
+    any: Regex,
+    /// [`LITERALS`], when only the default patterns are in use.
+    prefilter: Option<Regex>,
+    weak: RegexSet,
+    extra: RegexSet,
+    location: Regex,
+}
+
+/// A pattern given by the user that is not a valid regular expression.
+#[derive(Debug, thiserror::Error)]
+#[error("bad highlight pattern {pattern:?}: {reason}")]
+pub struct BadPattern {
+    pattern: String,
+    reason: String,
+}
+
+impl Patterns {
+    /// The default patterns, plus `extra` (the user's `--highlight`), which count as strong.
+    pub fn new(extra: &[String]) -> Result<Patterns, BadPattern> {
+        for pattern in extra {
+            Regex::new(pattern).map_err(|e| BadPattern {
+                pattern: pattern.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        let all: Vec<String> = STRONG
+            .iter()
+            .chain(WEAK)
+            .map(|p| format!("(?:{p})"))
+            .chain(extra.iter().map(|p| format!("(?:{p})")))
+            .collect();
+        let build = |patterns: &[String]| {
+            RegexSet::new(patterns.iter().map(|p| format!("(?m){p}"))).map_err(|e| BadPattern {
+                pattern: patterns.join(" | "),
+                reason: e.to_string(),
+            })
+        };
+        let any = RegexBuilder::new(&all.join("|"))
+            .multi_line(true)
+            .build()
+            .map_err(|e| BadPattern {
+                pattern: all.join("|"),
+                reason: e.to_string(),
+            })?;
+        let weak: Vec<String> = WEAK.iter().map(|p| p.to_string()).collect();
+        Ok(Patterns {
+            any,
+            // A user's pattern may need none of the literals: then every line is tried.
+            prefilter: extra
+                .is_empty()
+                .then(|| Regex::new(LITERALS).expect("the literal prefilter is valid")),
+            weak: build(&weak)?,
+            extra: build(extra)?,
+            location: Regex::new(LOCATION).expect("the location pattern is valid"),
+        })
+    }
+
+    /// The combined pattern, for the grep command a notice suggests.
+    pub fn as_grep_pattern(&self) -> &str {
+        self.any.as_str()
+    }
+
+    fn is_weak(&self, line: &str) -> bool {
+        self.weak.is_match(line) && !self.extra.is_match(line)
+    }
+}
+
+/// A line that looks like the cause of a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// 1-based line number in the spill.
+    pub line: u64,
+    /// The line, whole.
+    pub text: String,
+    /// The next line when it says where (`--> src/x.rs:3:4`), whole.
+    pub context: Option<String>,
+    /// A root cause, not a restatement.
+    pub strong: bool,
+}
+
+/// Finds candidates in a stream of normalised text.
+#[derive(Debug)]
+pub struct Highlighter {
+    patterns: Patterns,
+    /// The line in progress (its first [`CARRY_BYTES`]) and whether it was cut.
+    carry: String,
+    carry_cut: bool,
+    /// The last candidate waits for its next line, which may say where it happened.
+    wants_context: bool,
+    first: Vec<Candidate>,
+    last: VecDeque<Candidate>,
+    found: u64,
+}
+
+impl Highlighter {
+    pub fn new(patterns: Patterns) -> Highlighter {
+        Highlighter {
+            patterns,
+            carry: String::new(),
+            carry_cut: false,
+            wants_context: false,
+            first: Vec::new(),
+            last: VecDeque::new(),
+            found: 0,
+        }
+    }
+
+    /// Takes the next piece of normalised output; `ended` is how many lines had ended before
+    /// it (the caller counts them anyway, so they are not counted twice).
+    pub fn write(&mut self, text: &str, ended: u64) {
+        let mut rest = text;
+        let mut ended = ended;
+        if !self.carry.is_empty() || self.carry_cut {
+            match rest.find('\n') {
+                Some(i) => {
+                    self.extend_carry(&rest[..i]);
+                    self.end_carried_line(ended + 1);
+                    ended += 1;
+                    rest = &rest[i + 1..];
+                }
+                None => {
+                    self.extend_carry(rest);
+                    return;
+                }
+            }
+        }
+        let complete = rest.rfind('\n').map_or(0, |i| i + 1);
+        self.scan(&rest[..complete], ended);
+        self.extend_carry(&rest[complete..]);
+    }
+
+    /// Ends the stream, `ended` lines having ended: a last line without a newline is a line.
+    pub fn finish(&mut self, ended: u64) {
+        if !self.carry.is_empty() || self.carry_cut {
+            self.end_carried_line(ended + 1);
+        }
+    }
+
+    /// How many candidates were found in all (not all of them are kept).
+    pub fn found(&self) -> u64 {
+        self.found
+    }
+
+    /// The kept candidates, in output order.
+    pub fn candidates(&self) -> Vec<&Candidate> {
+        let newest_first = self.first.last().map_or(0, |c| c.line);
+        self.first
+            .iter()
+            .chain(self.last.iter().filter(|c| c.line > newest_first))
+            .collect()
+    }
+
+    /// The patterns in use.
+    pub fn patterns(&self) -> &Patterns {
+        &self.patterns
+    }
+
+    fn extend_carry(&mut self, text: &str) {
+        let room = CARRY_BYTES.saturating_sub(self.carry.len());
+        if text.len() <= room {
+            self.carry.push_str(text);
+        } else {
+            let mut cut = room;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.carry.push_str(&text[..cut]);
+            self.carry_cut = true;
+        }
+    }
+
+    fn end_carried_line(&mut self, number: u64) {
+        let line = std::mem::take(&mut self.carry);
+        let cut = std::mem::replace(&mut self.carry_cut, false);
+        self.take_context(&line, cut);
+        if !cut && self.patterns.any.is_match(&line) {
+            self.found_at(number, &line);
+        }
+    }
+
+    /// Scans complete lines (`text` ends with a newline or is empty), `ended` lines having
+    /// ended before them.
+    fn scan(&mut self, text: &str, mut ended: u64) {
+        let mut counted = 0; // bytes of `text` whose newlines are in `ended`
+        let mut from = 0;
+        if self.wants_context
+            && let Some(end) = text.find('\n')
+        {
+            self.take_context(&text[..end], false);
+        }
+        while let Some(hit) = self.next_match(text, from) {
+            let start = text[..hit].rfind('\n').map_or(0, |i| i + 1);
+            let end = start + text[start..].find('\n').unwrap_or(text.len() - start);
+            from = end + 1;
+            if !self.patterns.any.is_match(&text[start..end]) {
+                if from >= text.len() {
+                    break;
+                }
+                continue;
+            }
+            ended += memchr::memchr_iter(b'\n', &text.as_bytes()[counted..start]).count() as u64;
+            counted = start;
+            let number = ended + 1;
+            self.found_at(number, &text[start..end]);
+            if self.wants_context {
+                let next_end = text[end + 1..].find('\n').map(|i| end + 1 + i);
+                if let Some(next_end) = next_end {
+                    self.take_context(&text[end + 1..next_end], false);
+                }
+            }
+            if from >= text.len() {
+                break;
+            }
+        }
+    }
+
+    /// Where the next line worth trying starts being interesting: a literal of the prefilter,
+    /// or a match of the patterns themselves when there is no prefilter.
+    fn next_match(&self, text: &str, from: usize) -> Option<usize> {
+        let finder = self
+            .patterns
+            .prefilter
+            .as_ref()
+            .unwrap_or(&self.patterns.any);
+        finder.find_at(text, from).map(|m| m.start())
+    }
+
+    fn found_at(&mut self, line: u64, text: &str) {
+        self.found += 1;
+        self.wants_context = false;
+        if text.len() > MAX_HIGHLIGHT_BYTES {
+            return;
+        }
+        let candidate = Candidate {
+            line,
+            text: text.to_string(),
+            context: None,
+            strong: !self.patterns.is_weak(text),
+        };
+        if self.first.len() < KEEP {
+            self.first.push(candidate);
+        } else {
+            if self.last.len() == KEEP {
+                self.last.pop_front();
+            }
+            self.last.push_back(candidate);
+        }
+        self.wants_context = true;
+    }
+
+    /// Keeps `line` as the last candidate's context if it says where that happened.
+    fn take_context(&mut self, line: &str, cut: bool) {
+        if !std::mem::replace(&mut self.wants_context, false) || cut {
+            return;
+        }
+        if line.len() > MAX_HIGHLIGHT_BYTES || !self.patterns.location.is_match(line) {
+            return;
+        }
+        let last = match self.last.back_mut() {
+            Some(c) => Some(c),
+            None => self.first.last_mut(),
+        };
+        if let Some(candidate) = last {
+            candidate.context = Some(line.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `chunks` as the capture does, with the count of lines ended before each.
+    fn feed(h: &mut Highlighter, chunks: &[&str]) {
+        let mut ended = 0;
+        for chunk in chunks {
+            h.write(chunk, ended);
+            ended += chunk.matches('\n').count() as u64;
+        }
+        h.finish(ended);
+    }
+
+    fn found(chunks: &[&str]) -> Vec<Candidate> {
+        let mut h = Highlighter::new(Patterns::new(&[]).unwrap());
+        feed(&mut h, chunks);
+        h.candidates().into_iter().cloned().collect()
+    }
+
+    fn lines(chunks: &[&str]) -> Vec<(u64, String, bool)> {
+        found(chunks)
+            .into_iter()
+            .map(|c| (c.line, c.text, c.strong))
+            .collect()
+    }
+
+    #[test]
+    fn finds_common_toolchain_errors_with_line_numbers() {
+        let text = "   Compiling app v0.1.0\n\
+                    warning: unused import\n\
+                    error[E0308]: mismatched types\n  --> src/lib.rs:3:5\n\
+                    main.c:34:14: error: no member named 'x'\n\
+                    src/a.ts:1:2 - error TS2552: Cannot find name 'Entiy'.\n\
+                    ValueError: bad value\n\
+                    FAILED tests/test_a.py::test_b - AssertionError: assert 1 == 2\n\
+                    npm error code E404\n\
+                    thread 'main' panicked at src/main.rs:2:5:\n\
+                    2026-01-01 FATAL disk on fire\n\
+                    make[1]: *** [Makefile:3: all] Error 1\n\
+                    error: could not compile `app` (lib) due to 1 previous error\n";
+        let got = lines(&[text]);
+        let numbers: Vec<u64> = got.iter().map(|(n, _, _)| *n).collect();
+        assert_eq!(numbers, [3, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+        let weak: Vec<u64> = got.iter().filter(|c| !c.2).map(|c| c.0).collect();
+        assert_eq!(weak, [12, 13]);
+        assert_eq!(
+            found(&[text])[0].context.as_deref(),
+            Some("  --> src/lib.rs:3:5")
+        );
+    }
+
+    #[test]
+    fn ordinary_lines_are_not_candidates() {
+        let text = "Compiling foo\nwarning: unused variable `error`\n0 errors, 2 warnings\ntest ok ... ok\nerrors.rs:3 has no errors\n";
+        assert!(found(&[text]).is_empty());
+    }
+
+    #[test]
+    fn chunking_changes_nothing() {
+        let text = "ok\nok\nerror[E0001]: bad\n  --> a.rs:1:1\nok\nfoo.c:1:2: error: x\nlast line ERROR here without newline\nFATAL: end";
+        let whole = found(&[text]);
+        for cut in 1..text.len() {
+            if !text.is_char_boundary(cut) {
+                continue;
+            }
+            assert_eq!(found(&[&text[..cut], &text[cut..]]), whole, "cut at {cut}");
+        }
+        let bytes: Vec<String> = text.chars().map(String::from).collect();
+        let refs: Vec<&str> = bytes.iter().map(String::as_str).collect();
+        assert_eq!(found(&refs), whole);
+    }
+
+    #[test]
+    fn keeps_the_first_and_last_candidates_and_counts_all() {
+        let text: String = (1..=1000).map(|i| format!("error: number {i}\n")).collect();
+        let mut h = Highlighter::new(Patterns::new(&[]).unwrap());
+        feed(&mut h, &[&text]);
+        assert_eq!(h.found(), 1000);
+        let kept: Vec<u64> = h.candidates().iter().map(|c| c.line).collect();
+        let expected: Vec<u64> = (1..=16).chain(985..=1000).collect();
+        assert_eq!(kept, expected);
+    }
+
+    #[test]
+    fn user_patterns_are_strong_and_bad_ones_rejected() {
+        let mut h = Highlighter::new(Patterns::new(&["^BOOM".into()]).unwrap());
+        feed(&mut h, &["ok\nBOOM goes the build\n"]);
+        assert_eq!(h.candidates()[0].line, 2);
+        assert!(h.candidates()[0].strong);
+        assert!(Patterns::new(&["(unclosed".into()]).is_err());
+    }
+
+    #[test]
+    fn overlong_lines_are_counted_but_not_kept() {
+        let text = format!("error: {}\nerror: short\n", "x".repeat(5000));
+        let mut h = Highlighter::new(Patterns::new(&[]).unwrap());
+        feed(&mut h, &[&text]);
+        let kept: Vec<u64> = h.candidates().iter().map(|c| c.line).collect();
+        assert_eq!(kept, [2]);
+    }
+}
