@@ -314,6 +314,9 @@ struct TruncateArgs {
     json: bool,
     #[command(flatten)]
     highlights: HighlightArgs,
+    /// Also hold the preview to this many model tokens (o200k tokenizer).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_tokens: Option<u64>,
 }
 
 /// Which lines of the omitted middle a preview shows as highlights.
@@ -439,7 +442,10 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     normaliser.finish(&mut text);
     capture.write(&text);
     capture.finish();
-    let preview = Preview::build(&capture.view(), args.direction, &CliSteps);
+    let max_tokens = args
+        .max_tokens
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let preview = Preview::build_with(&capture.view(), args.direction, &CliSteps, max_tokens);
     if let Some(spill) = &preview.spill_path
         && let Err(e) = register_truncated(&root, spill, &preview, started_at)
     {

@@ -126,9 +126,10 @@ impl Patterns {
         })
     }
 
-    /// The combined pattern, for the grep command a notice suggests.
-    pub fn as_grep_pattern(&self) -> &str {
-        self.any.as_str()
+    /// Whether `line` (one line, no newline needed) looks like an error.
+    pub fn is_match(&self, line: &str) -> bool {
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        self.prefilter.as_ref().is_none_or(|p| p.is_match(line)) && self.any.is_match(line)
     }
 
     fn is_weak(&self, line: &str) -> bool {

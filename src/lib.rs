@@ -30,3 +30,4 @@ pub mod read;
 pub mod server;
 pub mod spill;
 pub mod supervisor;
+pub mod tokens;

@@ -32,6 +32,8 @@ pub enum Direction {
 pub enum LimitKind {
     Lines,
     Bytes,
+    /// The model-token budget (`max_tokens`), when one was given and it was the one that cut.
+    Tokens,
 }
 
 /// A 1-based inclusive range of spill lines that appears whole in the preview.
@@ -100,13 +102,20 @@ fn quote(path: &Path) -> String {
 /// byte sizes, or a partial line when not one whole line fits.
 #[derive(Debug, Default)]
 struct Selection {
+    /// Lines the head covers (shown, or folded into a shown line), and their bytes.
     head: usize,
     head_bytes: usize,
+    /// The same for the tail.
     tail: usize,
     tail_bytes: usize,
+    /// What the head and tail are made of, in output order.
+    head_segments: Vec<Segment>,
+    tail_segments: Vec<Segment>,
     partial: Option<Partial>,
     /// Lines from the omitted part that look like errors, in output order.
     highlights: Vec<Highlight>,
+    /// The token budget, when one held the text (for the notice).
+    max_tokens: Option<usize>,
 }
 
 /// A highlighted line (and the location line after it), whole, with its spill line numbers.
@@ -136,10 +145,23 @@ struct Partial {
 impl Preview {
     /// Builds the preview of `view` with the notice worded by `steps`.
     pub fn build(view: &CaptureView<'_>, direction: Direction, steps: &dyn NextStep) -> Preview {
+        Self::build_with(view, direction, steps, None)
+    }
+
+    /// Like [`Preview::build`], with the shown text also held to `max_tokens` model tokens
+    /// (o200k): the byte budget shrinks until the text fits, so every other rule still holds.
+    pub fn build_with(
+        view: &CaptureView<'_>,
+        direction: Direction,
+        steps: &dyn NextStep,
+        max_tokens: Option<usize>,
+    ) -> Preview {
         let spill_path = view.spill_path.map(|p| p.to_string_lossy().into_owned());
         let limits = view.limits;
         if view.total_bytes <= limits.max_bytes() as u64
             && view.total_lines <= limits.max_lines() as u64
+            && max_tokens
+                .is_none_or(|n| crate::tokens::count(&String::from_utf8_lossy(view.head)) <= n)
         {
             return Preview {
                 truncated: false,
@@ -153,10 +175,25 @@ impl Preview {
                 partial_line: None,
             };
         }
-        let selection = select_with_highlights(view, direction);
+        let (max_lines, max_bytes) = (limits.max_lines(), limits.max_bytes());
+        let over_limits =
+            view.total_bytes > max_bytes as u64 || view.total_lines > max_lines as u64;
+        let (selection, by_tokens) = match max_tokens {
+            None => (
+                select_with_highlights(view, direction, max_lines, max_bytes),
+                false,
+            ),
+            // Within lines and bytes, only the tokens can have cut it.
+            Some(n) => {
+                let (selection, shrunk) = fit_tokens(view, direction, n);
+                (selection, shrunk || !over_limits)
+            }
+        };
         let shown = shown_ranges(&selection, view.total_lines);
         let shown_lines: u64 = shown.iter().map(|r| r.last - r.first + 1).sum();
-        let truncated_by = if shown_lines == limits.max_lines() as u64 {
+        let truncated_by = if by_tokens {
+            LimitKind::Tokens
+        } else if shown_lines == limits.max_lines() as u64 {
             LimitKind::Lines
         } else {
             LimitKind::Bytes
@@ -188,68 +225,228 @@ fn whole_range(total_lines: u64) -> Vec<LineRange> {
     }
 }
 
-/// Sizes (with their newline) of the whole lines at the start of the head buffer.
-fn head_line_sizes(view: &CaptureView<'_>) -> Vec<usize> {
-    let mut sizes = Vec::new();
+/// Runs of at least this many alike lines are folded into their first line and a marker.
+const FOLD_MIN: usize = 3;
+
+/// A line of the preview, or a run of alike lines folded into its first one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Segment {
+    /// Lines covered.
+    lines: usize,
+    /// Bytes covered, newlines included.
+    bytes: usize,
+    /// Bytes of the line shown (the run's first), newline included.
+    shown_bytes: usize,
+}
+
+/// Letters a line needs before its numbers may differ within a folded run: a counter in a line
+/// of text (`Downloading 45%`) is progress noise, but a line that is mostly its number
+/// (`seq`, `line 12`) carries the number as information.
+const FOLD_MIN_LETTERS: usize = 10;
+
+/// Whether two lines fold together: identical, or the same line of text but for its numbers
+/// (each run of digits counts as one digit).
+fn alike(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    if a.iter().filter(|c| c.is_ascii_alphabetic()).count() < FOLD_MIN_LETTERS {
+        return false;
+    }
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
+            while i < a.len() && a[i].is_ascii_digit() {
+                i += 1;
+            }
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+        } else if a[i] == b[j] {
+            i += 1;
+            j += 1;
+        } else {
+            return false;
+        }
+    }
+    i == a.len() && j == b.len()
+}
+
+/// Groups lines (in output order, each with its newline) into segments, folding runs. Lines
+/// `keep` says look like errors are never folded: two failed test cases may differ only in a
+/// number, and both matter.
+fn fold(lines: &[&[u8]], keep: &dyn Fn(&[u8]) -> bool) -> Vec<Segment> {
+    let mut segments: Vec<Segment> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let mut end = i + 1;
+        if !keep(lines[i]) {
+            while end < lines.len() && alike(lines[i], lines[end]) {
+                end += 1;
+            }
+        }
+        if end - i >= FOLD_MIN {
+            segments.push(Segment {
+                lines: end - i,
+                bytes: lines[i..end].iter().map(|l| l.len()).sum(),
+                shown_bytes: lines[i].len(),
+            });
+        } else {
+            segments.extend(lines[i..end].iter().map(|l| Segment {
+                lines: 1,
+                bytes: l.len(),
+                shown_bytes: l.len(),
+            }));
+        }
+        i = end;
+    }
+    segments
+}
+
+/// The whole lines at the start of the head buffer, with their newlines, as segments.
+fn head_segments(view: &CaptureView<'_>) -> Vec<Segment> {
+    let mut lines = Vec::new();
     let mut pos = 0;
     while pos < view.head.len() {
         match memchr::memchr(b'\n', &view.head[pos..]) {
             Some(i) => {
-                sizes.push(i + 1);
+                lines.push(&view.head[pos..pos + i + 1]);
                 pos += i + 1;
             }
             None => {
                 if view.is_whole() {
-                    sizes.push(view.head.len() - pos);
+                    lines.push(&view.head[pos..]);
                 }
                 break;
             }
         }
     }
-    sizes
+    fold(&lines, &|line| looks_like_error(view, line))
 }
 
-/// Sizes (with their newline) of the whole lines at the end of the tail buffer, last first.
-fn tail_line_sizes(view: &CaptureView<'_>) -> Vec<usize> {
+/// Whether highlights would pick `line` up (never, with highlights off).
+fn looks_like_error(view: &CaptureView<'_>, line: &[u8]) -> bool {
+    view.highlights
+        .is_some_and(|h| h.patterns().is_match(&String::from_utf8_lossy(line)))
+}
+
+/// The whole lines at the end of the tail buffer as segments, the last one first.
+fn tail_segments(view: &CaptureView<'_>) -> Vec<Segment> {
     let tail = view.tail;
-    let mut sizes = Vec::new();
+    let mut lines = Vec::new();
     let mut end = tail.len();
     while end > 0 {
         let body_end = if tail[end - 1] == b'\n' { end - 1 } else { end };
         match memchr::memrchr(b'\n', &tail[..body_end]) {
             Some(nl) => {
-                sizes.push(end - nl - 1);
+                lines.push(&tail[nl + 1..end]);
                 end = nl + 1;
             }
             None => {
                 if view.tail_at_line_start {
-                    sizes.push(end);
+                    lines.push(&tail[..end]);
                 }
                 break;
             }
         }
     }
-    sizes
+    lines.reverse();
+    let mut segments = fold(&lines, &|line| looks_like_error(view, line));
+    segments.reverse();
+    segments
 }
 
-/// Greedily takes lines from the front of `sizes` within the budget: (lines, bytes).
-fn take(sizes: &[usize], max_lines: usize, max_bytes: usize) -> (usize, usize) {
-    let mut bytes = 0;
-    let mut lines = 0;
-    for &size in sizes.iter().take(max_lines) {
-        if bytes + size > max_bytes {
+/// What one end takes: segments, and the lines and bytes they cover.
+#[derive(Debug, Default)]
+struct Taken {
+    segments: Vec<Segment>,
+    lines: usize,
+    bytes: usize,
+    shown_lines: usize,
+    shown_bytes: usize,
+}
+
+/// Greedily takes segments from the front of `segments` while the shown lines and bytes fit
+/// the budget and the lines covered stay within `max_cover`.
+fn take(segments: &[Segment], max_lines: usize, max_bytes: usize, max_cover: usize) -> Taken {
+    let mut t = Taken::default();
+    for &seg in segments {
+        if t.shown_lines + 1 > max_lines
+            || t.shown_bytes + seg.shown_bytes > max_bytes
+            || t.lines + seg.lines > max_cover
+        {
             break;
         }
-        bytes += size;
-        lines += 1;
+        t.segments.push(seg);
+        t.lines += seg.lines;
+        t.bytes += seg.bytes;
+        t.shown_lines += 1;
+        t.shown_bytes += seg.shown_bytes;
     }
-    (lines, bytes)
+    t
+}
+
+/// Selects within a byte budget small enough that the shown text fits `max_tokens`; true when
+/// the tokens, not the lines or bytes, were the binding limit.
+fn fit_tokens(
+    view: &CaptureView<'_>,
+    direction: Direction,
+    max_tokens: usize,
+) -> (Selection, bool) {
+    let max_lines = view.limits.max_lines();
+    let mut max_bytes = view.limits.max_bytes();
+    let mut shrunk = false;
+    loop {
+        let selection = select_with_highlights(view, direction, max_lines, max_bytes);
+        let tokens = crate::tokens::count(&shown_text(view, &selection));
+        if tokens <= max_tokens || max_bytes == 1 {
+            let selection = Selection {
+                max_tokens: Some(max_tokens),
+                ..selection
+            };
+            return (selection, shrunk);
+        }
+        // Aim a little under, in proportion: each pass cuts the budget by 10 % at least.
+        let aim = (max_bytes as u128 * max_tokens as u128 * 9 / (tokens as u128 * 10)) as usize;
+        max_bytes = aim.clamp(1, max_bytes * 9 / 10);
+        shrunk = true;
+    }
+}
+
+/// The output text a selection shows (markers and notice excluded): what a budget counts.
+fn shown_text(view: &CaptureView<'_>, s: &Selection) -> String {
+    let mut text = String::new();
+    if let Some(p) = &s.partial {
+        let buf = if p.from_head { view.head } else { view.tail };
+        text.push_str(&String::from_utf8_lossy(&buf[p.start..p.end]));
+    }
+    let shown_lines = |text: &mut String, buf: &[u8], segments: &[Segment]| {
+        let mut pos = 0;
+        for seg in segments {
+            text.push_str(&String::from_utf8_lossy(&buf[pos..pos + seg.shown_bytes]));
+            pos += seg.bytes;
+        }
+    };
+    shown_lines(&mut text, view.head, &s.head_segments);
+    for h in &s.highlights {
+        text.push_str(&h.text);
+    }
+    shown_lines(
+        &mut text,
+        &view.tail[view.tail.len() - s.tail_bytes..],
+        &s.tail_segments,
+    );
+    text
 }
 
 /// Selects head and tail lines; when lines are omitted and some of them look like errors,
 /// gives those up to [`HIGHLIGHT_SHARE`] of the budget and the ends the rest.
-fn select_with_highlights(view: &CaptureView<'_>, direction: Direction) -> Selection {
-    let (max_lines, max_bytes) = (view.limits.max_lines(), view.limits.max_bytes());
+fn select_with_highlights(
+    view: &CaptureView<'_>,
+    direction: Direction,
+    max_lines: usize,
+    max_bytes: usize,
+) -> Selection {
     let first = select(view, direction, max_lines, max_bytes);
     if first.partial.is_some() {
         return first;
@@ -266,7 +463,8 @@ fn select_with_highlights(view: &CaptureView<'_>, direction: Direction) -> Selec
     }
     let lines: u64 = chosen.iter().map(|h| h.last - h.first + 1).sum();
     let bytes: usize = chosen.iter().map(|h| h.text.len()).sum();
-    // The ends shrink, so every chosen line stays in the omitted part.
+    // The ends share a smaller budget; one may still grow with the other's slack, and a
+    // highlight it now covers is shown there anyway.
     let mut selection = select(
         view,
         direction,
@@ -276,7 +474,11 @@ fn select_with_highlights(view: &CaptureView<'_>, direction: Direction) -> Selec
     if selection.partial.is_some() {
         return first;
     }
-    selection.highlights = chosen;
+    let still_omitted = (selection.head as u64 + 1)..=(view.total_lines - selection.tail as u64);
+    selection.highlights = chosen
+        .into_iter()
+        .filter(|h| still_omitted.contains(&h.first) && still_omitted.contains(&h.last))
+        .collect();
     selection
 }
 
@@ -362,33 +564,49 @@ fn select(
     max_bytes: usize,
 ) -> Selection {
     let total = usize::try_from(view.total_lines).unwrap_or(usize::MAX);
-    let heads = head_line_sizes(view);
-    let tails = tail_line_sizes(view);
-    let mut s = Selection::default();
-    match direction {
-        Direction::Head => (s.head, s.head_bytes) = take(&heads, max_lines, max_bytes),
-        Direction::Tail => (s.tail, s.tail_bytes) = take(&tails, max_lines, max_bytes),
+    let heads = head_segments(view);
+    let tails = tail_segments(view);
+    let (head, tail) = match direction {
+        Direction::Head => (take(&heads, max_lines, max_bytes, total), Taken::default()),
+        Direction::Tail => (Taken::default(), take(&tails, max_lines, max_bytes, total)),
         Direction::Both => {
             // Each end gets half; then the tail, and after it the head, take what the other
             // left unused, so a few huge lines at one end cannot starve the other.
             let (half_lines, half_bytes) = (max_lines.div_ceil(2), max_bytes / 2);
-            (s.head, s.head_bytes) = take(&heads, half_lines, half_bytes);
-            let tails = &tails[..tails.len().min(total - s.head)];
-            (s.tail, s.tail_bytes) = take(tails, max_lines - s.head, max_bytes - s.head_bytes);
-            let heads = &heads[..heads.len().min(total - s.tail)];
-            (s.head, s.head_bytes) = take(heads, max_lines - s.tail, max_bytes - s.tail_bytes);
+            let head = take(&heads, half_lines, half_bytes, total);
+            let tail = take(
+                &tails,
+                max_lines - head.shown_lines,
+                max_bytes - head.shown_bytes,
+                total - head.lines,
+            );
+            let head = take(
+                &heads,
+                max_lines - tail.shown_lines,
+                max_bytes - tail.shown_bytes,
+                total - tail.lines,
+            );
+            (head, tail)
         }
-    }
+    };
+    let mut s = Selection {
+        head: head.lines,
+        head_bytes: head.bytes,
+        tail: tail.lines,
+        tail_bytes: tail.bytes,
+        head_segments: head.segments,
+        tail_segments: tail.segments.into_iter().rev().collect(),
+        ..Selection::default()
+    };
     if s.head == 0 && s.tail == 0 {
-        s.partial = Some(partial(view, direction == Direction::Head));
+        s.partial = Some(partial(view, direction == Direction::Head, max_bytes));
     }
     s
 }
 
 /// The part of one over-long line that fits: the start of line 1 for `head`, else the end of
 /// the last line.
-fn partial(view: &CaptureView<'_>, from_head: bool) -> Partial {
-    let budget = view.limits.max_bytes();
+fn partial(view: &CaptureView<'_>, from_head: bool, budget: usize) -> Partial {
     if from_head {
         let line_end = memchr::memchr(b'\n', view.head).unwrap_or(view.head.len());
         let end = floor_char_boundary(view.head, line_end.min(budget));
@@ -439,27 +657,56 @@ fn ceil_char_boundary(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The lines that appear whole: each segment's first line and the highlights, as ranges.
+/// Ranges merge only within one piece (the head, a highlight, the tail): between pieces the
+/// content has a marker, so lines adjacent in the spill are not adjacent there.
 fn shown_ranges(s: &Selection, total: u64) -> Vec<LineRange> {
-    let mut ranges = Vec::new();
-    if s.head > 0 {
-        ranges.push(LineRange {
-            first: 1,
-            last: s.head as u64,
-        });
-    }
-    for h in &s.highlights {
-        ranges.push(LineRange {
-            first: h.first,
-            last: h.last,
-        });
-    }
-    if s.tail > 0 {
-        ranges.push(LineRange {
-            first: total - s.tail as u64 + 1,
-            last: total,
-        });
+    let mut ranges = segment_ranges(&s.head_segments, 1);
+    ranges.extend(s.highlights.iter().map(|h| LineRange {
+        first: h.first,
+        last: h.last,
+    }));
+    ranges.extend(segment_ranges(&s.tail_segments, total - s.tail as u64 + 1));
+    ranges
+}
+
+/// The shown lines of consecutive segments starting at line `first`, merged into ranges.
+fn segment_ranges(segments: &[Segment], first: u64) -> Vec<LineRange> {
+    let mut ranges: Vec<LineRange> = Vec::new();
+    let mut at = first;
+    for seg in segments {
+        match ranges.last_mut() {
+            Some(r) if r.last + 1 == at => r.last = at,
+            _ => ranges.push(LineRange {
+                first: at,
+                last: at,
+            }),
+        }
+        at += seg.lines as u64;
     }
     ranges
+}
+
+/// Appends an end's segments from `buf` (starting at its first line `first_line`): each
+/// segment's shown line, and a marker after a folded run.
+fn render_segments(out: &mut String, buf: &[u8], segments: &[Segment], first_line: u64) {
+    let (mut pos, mut line) = (0, first_line);
+    for seg in segments {
+        out.push_str(&String::from_utf8_lossy(&buf[pos..pos + seg.shown_bytes]));
+        if seg.lines > 1 {
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            let last = line + seg.lines as u64 - 1;
+            let _ = writeln!(
+                out,
+                "[... repeated {} times, lines {line}-{last} ...]",
+                seg.lines
+            );
+        }
+        pos += seg.bytes;
+        line += seg.lines as u64;
+    }
 }
 
 fn render(
@@ -473,13 +720,13 @@ fn render(
         let buf = if p.from_head { view.head } else { view.tail };
         out.push_str(&String::from_utf8_lossy(&buf[p.start..p.end]));
     }
-    out.push_str(&String::from_utf8_lossy(&view.head[..s.head_bytes]));
+    render_segments(&mut out, view.head, &s.head_segments, 1);
     let (first, last) = (s.head as u64 + 1, view.total_lines - s.tail as u64);
     if !s.highlights.is_empty() {
         let _ = writeln!(
             out,
             "[... {} lines omitted (lines {first}-{last}); {} of them look like errors: here they are, each after its line number ...]",
-            last - first + 1,
+            last + 1 - first,
             s.highlights
                 .iter()
                 .map(|h| h.last - h.first + 1)
@@ -492,16 +739,20 @@ fn render(
         if s.tail > 0 {
             let _ = writeln!(out, "[... the last lines ...]");
         }
-    } else if s.head > 0 && s.tail > 0 {
+    } else if s.head > 0 && s.tail > 0 && last >= first {
+        // With runs folded, the two ends may cover every line between them.
         let _ = writeln!(
             out,
             "[... {} lines omitted (lines {first}-{last}) ...]",
-            last - first + 1
+            last + 1 - first
         );
     }
-    out.push_str(&String::from_utf8_lossy(
+    render_segments(
+        &mut out,
         &view.tail[view.tail.len() - s.tail_bytes..],
-    ));
+        &s.tail_segments,
+        view.total_lines - s.tail as u64 + 1,
+    );
     if !out.ends_with('\n') {
         out.push('\n');
     }
@@ -515,6 +766,9 @@ fn render(
 fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextStep) -> String {
     let limit = match p.truncated_by {
         Some(LimitKind::Lines) => format!("the {}-line limit", view.limits.max_lines()),
+        Some(LimitKind::Tokens) => {
+            format!("the {}-token budget", s.max_tokens.unwrap_or_default())
+        }
         _ => format!("the {}-byte limit", view.limits.max_bytes()),
     };
     let what = match &s.partial {
@@ -809,6 +1063,141 @@ mod tests {
         let p = preview_of(&numbered(10), 2, 1000, Direction::Head);
         assert!(p.spill_path.is_none());
         assert!(p.content.contains("The full output was not saved."));
+    }
+
+    #[test]
+    fn a_token_budget_holds_the_shown_text() {
+        // Names that differ in letters, so no two lines fold together.
+        let name = |i: u8| {
+            format!(
+                "{}{}",
+                char::from(b'a' + i % 26),
+                char::from(b'a' + i / 26 % 26)
+            )
+        };
+        let text: String = (0..=2000u32)
+            .map(|i| {
+                format!(
+                    "warning: unused variable `{}` in module parser::expr\n",
+                    name(i as u8)
+                )
+            })
+            .collect();
+        let mut c = Capture::new(Limits::default(), SpillPolicy::Never);
+        c.write(&text);
+        c.finish();
+        for budget in [40, 500, 3000] {
+            let p = Preview::build_with(&c.view(), Direction::Both, &CliSteps, Some(budget));
+            let shown: String = p.shown.iter().map(|&r| lines_of(&text, r)).collect();
+            assert!(crate::tokens::count(&shown) <= budget, "{budget}");
+            assert!(!p.shown.is_empty());
+            assert_eq!(p.truncated_by, Some(LimitKind::Tokens));
+            assert!(p.content.contains(&format!("the {budget}-token budget")));
+        }
+    }
+
+    #[test]
+    fn short_output_over_the_token_budget_is_truncated() {
+        let text = "alpha beta gamma delta\n".repeat(20);
+        let mut c = Capture::new(Limits::default(), SpillPolicy::Never);
+        c.write(&text);
+        c.finish();
+        let fits = Preview::build_with(&c.view(), Direction::Both, &CliSteps, Some(10_000));
+        assert!(!fits.truncated);
+        let cut = Preview::build_with(&c.view(), Direction::Both, &CliSteps, Some(30));
+        assert!(cut.truncated);
+        assert_eq!(cut.truncated_by, Some(LimitKind::Tokens));
+    }
+
+    #[test]
+    fn highlights_carry_the_needle_from_the_middle() {
+        let mut text = numbered(500);
+        text.push_str("error[E0308]: mismatched types\n  --> src/ledger.rs:34:18\n");
+        text.push_str(&numbered(500));
+        let p = preview_of(&text, 100, 100_000, Direction::Both);
+        assert!(p.content.contains(
+            "[at line 501]\nerror[E0308]: mismatched types\n  --> src/ledger.rs:34:18\n"
+        ));
+        assert!(p.shown.contains(&LineRange {
+            first: 501,
+            last: 502
+        }));
+        let lines: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
+        assert!(lines <= 100);
+        // Without highlights the needle is lost.
+        let mut c = Capture::new(Limits::new(100, 100_000).unwrap(), SpillPolicy::Never)
+            .with_highlights(None);
+        c.write(&text);
+        c.finish();
+        let plain = Preview::build(&c.view(), Direction::Both, &CliSteps);
+        assert!(!plain.content.contains("mismatched types"));
+    }
+
+    #[test]
+    fn strong_highlights_come_before_weak_ones_and_the_rest_are_counted() {
+        let mut text = numbered(300);
+        for i in 0..30 {
+            text.push_str(&format!("make[1]: *** [Makefile:{i}: all] Error 1\n"));
+        }
+        text.push_str("frame.c:34:14: error: no member named 'len'\n");
+        text.push_str(&numbered(300));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let mut c = Capture::new(Limits::new(40, 100_000).unwrap(), SpillPolicy::Always(dir));
+        c.write(&text);
+        c.finish();
+        let p = Preview::build(&c.view(), Direction::Both, &CliSteps);
+        assert!(
+            p.content
+                .contains("\nframe.c:34:14: error: no member named 'len'\n")
+        );
+        assert!(
+            p.content
+                .contains("more lines in the omitted part look like errors")
+        );
+        assert!(p.content.contains("grep -n -E 'error|FAIL"));
+    }
+
+    #[test]
+    fn runs_of_alike_lines_are_folded_in_the_preview_only() {
+        let mut text = String::from("start\n");
+        for i in 0..=500 {
+            text.push_str(&format!("Downloading crates ... {i}/500 ({}%)\n", i / 5));
+        }
+        text.push_str(&numbered(3000));
+        let p = preview_of(&text, 20, 100_000, Direction::Head);
+        assert!(p.content.starts_with(
+            "start\nDownloading crates ... 0/500 (0%)\n[... repeated 501 times, lines 2-502 ...]\nline 1\n"
+        ));
+        // The run costs one line, so the head reaches further.
+        assert_eq!(
+            p.shown,
+            vec![
+                LineRange { first: 1, last: 2 },
+                LineRange {
+                    first: 503,
+                    last: 520
+                }
+            ]
+        );
+        assert!(p.content.contains("line 18\n\n"));
+        for range in &p.shown {
+            assert!(p.content.contains(&lines_of(&text, *range)));
+        }
+    }
+
+    #[test]
+    fn alike_means_equal_but_for_numbers() {
+        assert!(alike(b"Downloading 9%\n", b"Downloading 10%\n"));
+        assert!(alike(b"same\n", b"same\n"));
+        assert!(!alike(b"Compiling foo v0.1.0\n", b"Compiling bar v0.1.0\n"));
+        assert!(!alike(b"a1\n", b"a\n"));
+        // Two alike lines are not worth a marker.
+        let lines: Vec<&[u8]> = vec![b"same\n", b"same\n", b"y\n"];
+        assert_eq!(fold(&lines, &|_| false).len(), 3);
+        // Lines that are mostly their number are not a counter.
+        assert!(!alike(b"12\n", b"13\n"));
+        assert!(!alike(b"line 12\n", b"line 13\n"));
     }
 
     #[test]

@@ -26,6 +26,8 @@ fn piece() -> impl Strategy<Value = Vec<u8>> {
         1 => Just(b"\nerror[E0308]: mismatched types\n  --> src/a.rs:1:2\n".to_vec()),
         1 => Just(b"\nFAILED tests/x.py::t - AssertionError\n".to_vec()),
         1 => Just(b"\nmake: *** [all] Error 2\n".to_vec()),
+        // A counter: lines alike but for digits, which previews fold.
+        1 => (1usize..40).prop_map(|n| (0..n).map(|i| format!("Downloading step {i} of {n}\n")).collect::<String>().into_bytes()),
     ]
 }
 

@@ -261,9 +261,12 @@ fn runs_of_a_killed_daemon_are_marked_interrupted_and_stay_readable() {
     );
     daemon.kill9();
     // The command outlived its daemon; clean it up as an operator would.
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &format!("-{pgid}")])
-        .status();
+    // Straight to killpg: `kill -KILL -PGID` without `--` is read by procps as `kill -1`,
+    // which as root kills every process on the machine.
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     wait_for(
         || processes_in_group(pgid).is_empty(),
         "the orphaned command to die",

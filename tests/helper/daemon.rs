@@ -117,13 +117,12 @@ pub fn daemon_command(sandbox: &Sandbox, socket: &Path) -> Command {
     cmd
 }
 
+/// Sends signal `name` (`TERM`, `KILL`, ...) to process `pid`, never to a group.
 pub fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    let signal: nix::sys::signal::Signal = format!("SIG{name}").parse().expect("a signal name");
+    let pid = i32::try_from(pid).expect("a pid");
+    assert!(pid > 0, "refusing to signal pid {pid}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("kill");
 }
 
 pub fn wait_child(child: &mut Child) -> ExitStatus {
