@@ -22,10 +22,11 @@
 //! (short runs, default 200), `SPILLWAY_BENCH_CONCURRENT` (runs in flight, default 32); temp
 //! files go under `TMPDIR`. Linux only (`/proc`, util-linux `script`).
 
-use std::error::Error;
+mod common;
+
 use std::ffi::OsStr;
 use std::fs::{self, File};
-use std::io::{self, Write as _};
+use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -34,13 +35,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-type BenchResult<T> = Result<T, Box<dyn Error>>;
+use common::{BenchResult, Series, env_number, human, measure, median, prepare_input};
 
 const DEFAULT_BYTES: u64 = 1 << 30;
 const DEFAULT_ROUNDS: usize = 3;
 const DEFAULT_RUNS: usize = 200;
 const DEFAULT_CONCURRENT: usize = 32;
-/// Generated text is written in chunks of this size.
+/// Generated text (`\n` line ends, as a program writes them: the PTY adds the `\r`) is written
+/// in chunks of this size.
 const CHUNK_BYTES: usize = 4 << 20;
 /// How often the daemon's resident set is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
@@ -76,13 +78,7 @@ fn main() -> BenchResult<()> {
     let load_before = load_average();
     println!("load average before: {load_before}");
 
-    let start = Instant::now();
-    let lines = generate(&input, bytes)?;
-    println!(
-        "generated {lines} lines in {:.2} s",
-        start.elapsed().as_secs_f64()
-    );
-    io::copy(&mut File::open(&input)?, &mut io::sink())?; // warm the page cache
+    prepare_input(&input, bytes, b"\n", CHUNK_BYTES)?;
 
     let daemon = Daemon::start(work.path())?;
     let sampler = Sampler::start(daemon.pid);
@@ -207,22 +203,6 @@ fn main() -> BenchResult<()> {
     Ok(())
 }
 
-/// Reads an integer from the environment variable `name`, or `default` when unset.
-fn env_number<T: std::str::FromStr>(name: &str, default: T) -> BenchResult<T> {
-    match std::env::var(name) {
-        Err(std::env::VarError::NotPresent) => Ok(default),
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map_err(|_| format!("{name} must be a plain integer, got {text:?}").into()),
-        Err(e) => Err(format!("{name}: {e}").into()),
-    }
-}
-
-fn human(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
-}
-
 fn kib_to_mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -237,151 +217,6 @@ fn load_average() -> String {
                 .join(" ")
         })
         .unwrap_or_else(|_| "unknown".into())
-}
-
-// ---------------------------------------------------------------------------------------
-// Input generation
-
-/// xorshift64: tiny, deterministic, good enough to vary log lines.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A number in `0..n` (n > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
-
-const LEVELS: [&str; 5] = ["INFO ", "DEBUG", "WARN ", "ERROR", "TRACE"];
-const COLOURS: [&str; 5] = ["32", "34", "33", "31", "90"];
-const VERBS: [&str; 6] = [
-    "compiled",
-    "fetched",
-    "checked",
-    "linked",
-    "tested",
-    "documented",
-];
-const WORDS: [&str; 16] = [
-    "request", "handler", "queue", "retry", "shard", "token", "buffer", "commit", "span", "cache",
-    "hit", "miss", "ok", "done", "upstream", "latency",
-];
-
-/// Produces log lines as a program writes them to a terminal (the PTY adds the `\r`).
-struct LogGen {
-    rng: XorShift,
-    clock_ms: u64,
-    line: Vec<u8>,
-}
-
-impl LogGen {
-    fn new() -> Self {
-        let start_ms = ((9 * 60 + 51) * 60 + 14) * 1000 + 123;
-        LogGen {
-            rng: XorShift(0x9E37_79B9_7F4A_7C15),
-            clock_ms: start_ms,
-            line: Vec::new(),
-        }
-    }
-
-    /// Appends one line, ending in `\n`, to `out`.
-    fn push_line(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
-        if self.rng.below(100) == 0 {
-            self.push_progress(out)?;
-        }
-        self.fill_plain_line()?;
-        if self.rng.below(20) == 0 {
-            // Colour the level field, which starts after the 24-byte timestamp and a space.
-            let colour = self.rng.pick(&COLOURS);
-            out.extend_from_slice(&self.line[..25]);
-            write!(out, "\x1b[{colour}m")?;
-            out.extend_from_slice(&self.line[25..30]);
-            out.extend_from_slice(b"\x1b[0m");
-            out.extend_from_slice(&self.line[30..]);
-        } else {
-            out.extend_from_slice(&self.line);
-        }
-        out.push(b'\n');
-        Ok(())
-    }
-
-    /// Several cargo-style progress redraws, each ended by `\r`.
-    fn push_progress(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
-        let total = 50 + self.rng.below(400);
-        let mut done = self.rng.below(total / 2);
-        for _ in 0..2 + self.rng.below(5) {
-            let filled = (done * 25 / total) as usize;
-            let bar = format!("{}>{}", "=".repeat(filled), " ".repeat(25 - filled));
-            let krate = self.rng.below(300);
-            write!(
-                out,
-                "    Building [{bar}] {done}/{total}: foo_{krate}(build)\r"
-            )?;
-            done += 1 + self.rng.below(5);
-        }
-        Ok(())
-    }
-
-    /// Builds the visible text of a line (40..=200 bytes, ASCII) in `self.line`.
-    fn fill_plain_line(&mut self) -> io::Result<()> {
-        let target = 40 + self.rng.below(161) as usize;
-        self.clock_ms += self.rng.below(50);
-        let ms = self.clock_ms;
-        let (h, m, s, milli) = (
-            (ms / 3_600_000) % 24,
-            (ms / 60_000) % 60,
-            (ms / 1000) % 60,
-            ms % 1000,
-        );
-        let level = self.rng.pick(&LEVELS);
-        let worker = self.rng.below(8);
-        let verb = self.rng.pick(&VERBS);
-        let krate = self.rng.below(300);
-        let took = self.rng.below(2000);
-        self.line.clear();
-        write!(
-            self.line,
-            "2026-11-21T{h:02}:{m:02}:{s:02}.{milli:03}Z {level} worker-{worker} {verb} crate foo_{krate} in {took}ms"
-        )?;
-        while self.line.len() < target {
-            let word = self.rng.pick(&WORDS);
-            self.line.push(b' ');
-            self.line.extend_from_slice(word.as_bytes());
-        }
-        self.line.truncate(target);
-        Ok(())
-    }
-}
-
-/// Writes exactly `bytes` bytes of generated log text to `path`; returns the lines begun.
-fn generate(path: &Path, bytes: u64) -> io::Result<u64> {
-    let mut file = File::create(path)?;
-    let mut logs = LogGen::new();
-    let mut chunk = Vec::with_capacity(CHUNK_BYTES + 4096);
-    let (mut written, mut lines) = (0u64, 0u64);
-    while written < bytes {
-        let want = (bytes - written).min(CHUNK_BYTES as u64) as usize;
-        while chunk.len() < want {
-            logs.push_line(&mut chunk)?;
-            lines += 1;
-        }
-        file.write_all(&chunk[..want])?;
-        chunk.drain(..want); // carry the rest of the last line into the next chunk
-        written += want as u64;
-    }
-    file.sync_all()?;
-    Ok(lines)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -468,7 +303,7 @@ impl Daemon {
     /// (then deleted).
     fn measure(&self, cmd: &mut Command) -> BenchResult<Run> {
         let cpu_before = proc_cpu_secs(self.pid);
-        let mut run = measure(cmd)?;
+        let mut run = Run::from(measure(cmd)?);
         run.daemon_cpu = proc_cpu_secs(self.pid)
             .zip(cpu_before)
             .map(|(after, before)| after - before);
@@ -605,13 +440,29 @@ impl Sampler {
 // ---------------------------------------------------------------------------------------
 // Runs
 
-/// One measured run: wall time, the client's peak resident set, and for spillway runs the
+/// One measured run: the client's wall time and peak resident set, and for spillway runs the
 /// daemon's CPU time and the spill size.
 struct Run {
-    secs: f64,
-    peak_rss_kib: u64,
+    client: common::Run,
     daemon_cpu: Option<f64>,
     spilled: Option<u64>,
+}
+
+impl From<common::Run> for Run {
+    /// A run with no daemon figures (a baseline, or a spillway run before they are added).
+    fn from(client: common::Run) -> Self {
+        Run {
+            client,
+            daemon_cpu: None,
+            spilled: None,
+        }
+    }
+}
+
+impl AsRef<common::Run> for Run {
+    fn as_ref(&self) -> &common::Run {
+        &self.client
+    }
 }
 
 fn pty_baseline(quoted: &str) -> BenchResult<Run> {
@@ -621,7 +472,7 @@ fn pty_baseline(quoted: &str) -> BenchResult<Run> {
         .arg("/dev/null")
         .stdin(Stdio::null())
         .stdout(Stdio::null());
-    measure(&mut cmd)
+    measure(&mut cmd).map(Run::from)
 }
 
 fn pipe_baseline(quoted: &str) -> BenchResult<Run> {
@@ -630,17 +481,17 @@ fn pipe_baseline(quoted: &str) -> BenchResult<Run> {
         .arg(format!("cat {quoted} | cat > /dev/null"))
         .stdin(Stdio::null())
         .stdout(Stdio::null());
-    measure(&mut cmd)
+    measure(&mut cmd).map(Run::from)
 }
 
 /// `rounds` rounds of both commands, alternating which goes first.
 fn throughput(
     rounds: usize,
-    mut base: Series,
+    mut base: Series<Run>,
     mut run_base: impl FnMut() -> BenchResult<Run>,
-    mut spill: Series,
+    mut spill: Series<Run>,
     mut run_spill: impl FnMut() -> BenchResult<Run>,
-) -> BenchResult<(Series, Series)> {
+) -> BenchResult<(Series<Run>, Series<Run>)> {
     for round in 0..rounds {
         // Alternate which goes first, to spread drift (caches, clocks) over both.
         let (b, s) = if round % 2 == 0 {
@@ -654,9 +505,9 @@ fn throughput(
             "  round {}/{rounds}: baseline {:.3} s, spillway {:.3} s ({:.2}x; daemon CPU {:.2} s, \
              spilled {})",
             round + 1,
-            b.secs,
-            s.secs,
-            s.secs / b.secs,
+            b.client.secs,
+            s.client.secs,
+            s.client.secs / b.client.secs,
             s.daemon_cpu.unwrap_or(f64::NAN),
             human(s.spilled.unwrap_or(0))
         );
@@ -667,13 +518,13 @@ fn throughput(
 }
 
 /// `runs` short runs of each, interleaved, after a few untimed ones.
-fn overhead(runs: usize, daemon: &Daemon) -> BenchResult<(Series, Series)> {
+fn overhead(runs: usize, daemon: &Daemon) -> BenchResult<(Series<Run>, Series<Run>)> {
     let sh_true = || {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "true"])
             .stdin(Stdio::null())
             .stdout(Stdio::null());
-        measure(&mut cmd)
+        measure(&mut cmd).map(Run::from)
     };
     let spill_true = || daemon.measure(&mut daemon.client(["--", "true"]));
     for _ in 0..5 {
@@ -765,88 +616,13 @@ fn memory(concurrent: usize, daemon: &Daemon, sampler: &Sampler) -> BenchResult<
     })
 }
 
-/// Runs `cmd` to completion, timing it from spawn to reap; fails unless it exits with 0.
-fn measure(cmd: &mut Command) -> BenchResult<Run> {
-    let start = Instant::now();
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
-    let (status, usage) = wait4(child.id())?;
-    let secs = start.elapsed().as_secs_f64();
-    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-        return Err(format!("{cmd:?} failed (wait status {status:#x})").into());
-    }
-    Ok(Run {
-        secs,
-        peak_rss_kib: peak_rss_kib(&usage),
-        daemon_cpu: None,
-        spilled: None,
-    })
-}
-
-/// Reaps child `pid`, returning its wait status and resource usage.
-fn wait4(pid: u32) -> io::Result<(libc::c_int, libc::rusage)> {
-    let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
-    let mut status = 0;
-    // SAFETY: rusage is a plain struct of integers, for which all zeroes is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: both pointers are to live, writable locals of the right types.
-        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if reaped == pid {
-            return Ok((status, usage));
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
-/// `ru_maxrss` in KiB: Linux reports KiB, macOS bytes.
-fn peak_rss_kib(usage: &libc::rusage) -> u64 {
-    let raw = u64::try_from(usage.ru_maxrss).unwrap_or(0);
-    if cfg!(target_os = "macos") {
-        raw / 1024
-    } else {
-        raw
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Report
 
-/// The runs of one command.
-struct Series {
-    name: &'static str,
-    runs: Vec<Run>,
-}
-
-impl Series {
-    fn new(name: &'static str) -> Self {
-        Series {
-            name,
-            runs: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, run: Run) {
-        self.runs.push(run);
-    }
-
-    fn median_secs(&self) -> f64 {
-        median(self.runs.iter().map(|r| r.secs).collect())
-    }
-
+/// What `run` reports beyond [`Series`]'s common figures.
+impl Series<Run> {
     fn mean_secs(&self) -> f64 {
-        self.runs.iter().map(|r| r.secs).sum::<f64>() / self.runs.len() as f64
-    }
-
-    fn min_secs(&self) -> f64 {
-        self.runs
-            .iter()
-            .map(|r| r.secs)
-            .fold(f64::INFINITY, f64::min)
+        self.runs.iter().map(|r| r.client.secs).sum::<f64>() / self.runs.len() as f64
     }
 
     /// The median daemon CPU seconds per run, if these are spillway runs.
@@ -861,20 +637,9 @@ impl Series {
         let cpu: Vec<f64> = self.runs.iter().filter_map(|r| r.daemon_cpu).collect();
         (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64)
     }
-
-    fn max_rss_mib(&self) -> f64 {
-        let kib = self.runs.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0);
-        kib_to_mib(kib)
-    }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    (values[(n - 1) / 2] + values[n / 2]) / 2.0 // both middles are one when n is odd
-}
-
-fn print_throughput(mb: f64, series: &[&Series]) {
+fn print_throughput(mb: f64, series: &[&Series<Run>]) {
     println!(
         "{:<36} {:>9} {:>9} {:>9} {:>13} {:>13}",
         "command (FILE = input)", "median s", "min s", "MB/s", "daemon CPU s", "client maxrss"
@@ -898,7 +663,7 @@ fn print_throughput(mb: f64, series: &[&Series]) {
     println!(" this bench's own RSS at fork: ~6 MiB is the floor)");
 }
 
-fn print_overhead(base: &Series, spill: &Series) {
+fn print_overhead(base: &Series<Run>, spill: &Series<Run>) {
     println!(
         "{:<36} {:>9} {:>9} {:>9} {:>13}",
         "short runs", "median ms", "mean ms", "min ms", "daemon CPU ms"

@@ -18,6 +18,7 @@ use crate::client::{Connection, Endpoint};
 use crate::config::{SOCKET_ENV, socket_path};
 use crate::highlight::Patterns;
 use crate::index::{INDEX_FILE, Index, NewRun, RunEnd};
+use crate::live_cli::{self, LiveRunArgs};
 use crate::normalise::{NormaliseOptions, Normaliser};
 use crate::ops;
 use crate::preview::{CliSteps, Direction, Preview};
@@ -74,6 +75,16 @@ enum Command {
     Stats(StatsArgs),
     /// Delete old runs and their spills now (retention, quota, orphans).
     Purge(PurgeArgs),
+    /// Wait for a run: its next preview (with --yield) or its end.
+    Wait(live_cli::WaitArgs),
+    /// Type into a running command's terminal.
+    Send(live_cli::SendArgs),
+    /// Print a run's output from the start, then live until it ends.
+    Follow(live_cli::FollowArgs),
+    /// List the running commands.
+    Ps(live_cli::PsArgs),
+    /// Signal a run's whole process group and wait for it to end.
+    Kill(live_cli::KillArgs),
 }
 
 #[derive(Debug, Args)]
@@ -157,16 +168,16 @@ struct PurgeArgs {
 
 /// Where the daemon is, and how to print its answer.
 #[derive(Debug, Args)]
-struct OutputArgs {
+pub(crate) struct OutputArgs {
     /// Print the daemon's answer as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     #[command(flatten)]
-    endpoint: EndpointArgs,
+    pub(crate) endpoint: EndpointArgs,
 }
 
 #[derive(Debug, Args)]
-struct EndpointArgs {
+pub(crate) struct EndpointArgs {
     /// The daemon's socket [default: $XDG_RUNTIME_DIR/spillway/spillway.sock, else
     /// <data-dir>/spillway.sock].
     #[arg(long, env = SOCKET_ENV, value_name = "PATH")]
@@ -177,7 +188,7 @@ struct EndpointArgs {
 }
 
 impl EndpointArgs {
-    fn resolve(&self) -> Result<Endpoint> {
+    pub(crate) fn resolve(&self) -> Result<Endpoint> {
         let data_dir = DataDir::locate(self.data_dir.as_deref())?;
         Ok(Endpoint {
             socket: socket_path(self.socket.as_deref(), &data_dir),
@@ -223,6 +234,8 @@ struct RunArgs {
     /// Print the whole exit event as JSON instead of the preview text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    live: LiveRunArgs,
     /// Run this shell command line with `sh -c` instead of CMD.
     #[arg(
         short = 'c',
@@ -284,12 +297,12 @@ fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
 }
 
 /// Durations in human form: `90s`, `10m`, `2h`, `7d`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text)
         .map_err(|e| format!("{e} (expected a duration such as 90s, 10m, 2h or 7d)"))
 }
 
-fn parse_key_value(text: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
         _ => Err(format!("expected KEY=VALUE, got {text:?}")),
@@ -389,6 +402,11 @@ pub fn main() -> ExitCode {
         Command::Grep(args) => grep(args),
         Command::Stats(args) => stats(args),
         Command::Purge(args) => purge(args),
+        Command::Wait(args) => live_cli::wait(args),
+        Command::Send(args) => live_cli::send(args),
+        Command::Follow(args) => live_cli::follow(args),
+        Command::Ps(args) => live_cli::ps(args),
+        Command::Kill(args) => live_cli::kill(args),
     };
     match outcome {
         Ok(code) => code,
@@ -518,9 +536,15 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         rows: args.rows,
         term: args.term,
         raw: Some(args.raw),
+        yield_ms: args.live.yield_ms(),
+        kill_on_disconnect: args.live.kill_on_disconnect.then_some(true),
+        stream: args.live.stream(args.json),
     };
     let mut connection = Connection::open(&endpoint)?;
     connection.send(&request_line("run", &request))?;
+    if args.live.is_live() {
+        return live_cli::finish_run(&mut connection, &args.live, args.json);
+    }
     loop {
         match connection.next_event()? {
             Event::Exit(exit) => return print_exit(&exit, args.json),
@@ -536,7 +560,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
 }
 
 /// Prints a finished run as an agent should see it and turns its status into an exit code.
-fn print_exit(exit: &ExitEvent, json: bool) -> Result<ExitCode> {
+pub(crate) fn print_exit(exit: &ExitEvent, json: bool) -> Result<ExitCode> {
     let mut out = io::stdout().lock();
     if json {
         serde_json::to_writer(&mut out, &Event::Exit(Box::new(exit.clone())))?;
@@ -559,7 +583,7 @@ fn signal_name(signal: i32) -> String {
 }
 
 /// A one-line account of how the command ended, when it did not simply succeed.
-fn status_line(exit: &ExitEvent) -> Option<String> {
+pub(crate) fn status_line(exit: &ExitEvent) -> Option<String> {
     let how = match (exit.status, exit.exit_code, exit.signal) {
         (RunStatus::Exited, Some(0), _) => return None,
         (RunStatus::TimedOut, _, _) => format!(
@@ -575,7 +599,7 @@ fn status_line(exit: &ExitEvent) -> Option<String> {
 }
 
 /// The exit code `spillway run` passes on, as `timeout(1)` does.
-fn exit_code(exit: &ExitEvent) -> u8 {
+pub(crate) fn exit_code(exit: &ExitEvent) -> u8 {
     match (exit.status, exit.exit_code, exit.signal) {
         (RunStatus::TimedOut, _, _) => EXIT_TIMED_OUT,
         (_, _, Some(signal)) => 128u8.saturating_add(u8::try_from(signal).unwrap_or(127)),

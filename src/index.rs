@@ -625,7 +625,7 @@ fn insert_tags(tx: &Transaction<'_>, run: &NewRun) -> rusqlite::Result<()> {
 }
 
 /// argv shell-quoted and joined, or the shell string as is.
-fn display_command(argv: Option<&[String]>, shell: Option<&str>) -> String {
+pub(crate) fn display_command(argv: Option<&[String]>, shell: Option<&str>) -> String {
     match (argv, shell) {
         (Some(argv), _) => shlex::try_join(argv.iter().map(String::as_str))
             // Only a NUL byte defeats quoting, and the protocol refuses those.

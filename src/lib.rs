@@ -11,15 +11,23 @@
 //! `daemon` owns the daemon's lifecycle (socket claim, signals, idle exit), `config` where the
 //! socket is, `spill` the data directory and spill files, `read` paging through a spill, and
 //! `cli` the command-line edge.
+//!
+//! Runs in flight: `live` holds what a run's reader has made of its output so far (shared with
+//! the daemon), `snapshot` previews it while it goes on, `follow` tails its spill file, `input`
+//! types into its terminal, and `live_cli` is the command line for all of it.
 
 pub mod capture;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod follow;
 pub mod grep;
 pub mod highlight;
 pub mod index;
+pub mod input;
+pub mod live;
+pub mod live_cli;
 pub mod normalise;
 pub mod ops;
 pub mod preview;
@@ -28,6 +36,7 @@ pub mod pty;
 pub mod purge;
 pub mod read;
 pub mod server;
+pub mod snapshot;
 pub mod spill;
 pub mod supervisor;
 pub mod tokens;

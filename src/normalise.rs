@@ -1005,6 +1005,24 @@ mod tests {
     }
 
     #[test]
+    fn the_pending_line_is_the_line_as_it_looks_now() {
+        let mut n = Normaliser::new(NormaliseOptions::default());
+        let mut out = String::new();
+        n.feed(b"done\r\nprogress 10%\rprogress 50%\x1b[K", &mut out);
+        assert_eq!(out, "done\n");
+        assert_eq!(n.pending_line(), "progress 50%");
+        n.feed(b"\r\ncontinue? ", &mut out);
+        assert_eq!(out, "done\nprogress 50%\n");
+        assert_eq!(n.pending_line(), "continue? ");
+        let mut raw = Normaliser::new(NormaliseOptions {
+            raw: true,
+            ..NormaliseOptions::default()
+        });
+        raw.feed(b"prompt? ", &mut out);
+        assert_eq!(raw.pending_line(), "", "raw mode holds nothing back");
+    }
+
+    #[test]
     fn raw_mode_only_repairs_utf8() {
         let input = b"a\x1b[31mb\r\n\x08c\xff\x1b]0;t\x07\n";
         assert_eq!(raw(input), String::from_utf8_lossy(input));

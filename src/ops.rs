@@ -20,7 +20,7 @@ use crate::protocol::{
 };
 
 /// Sends one request and returns its answer; an `error` event becomes an error.
-fn ask(endpoint: &Endpoint, op: &str, body: &impl Serialize) -> Result<Event> {
+pub(crate) fn ask(endpoint: &Endpoint, op: &str, body: &impl Serialize) -> Result<Event> {
     let mut connection = Connection::open(endpoint)?;
     connection.send(&request_line(op, body))?;
     match connection.next_event()? {
@@ -29,14 +29,14 @@ fn ask(endpoint: &Endpoint, op: &str, body: &impl Serialize) -> Result<Event> {
     }
 }
 
-fn print_json(event: &Event) -> Result<ExitCode> {
+pub(crate) fn print_json(event: &Event) -> Result<ExitCode> {
     let mut out = io::stdout().lock();
     serde_json::to_writer(&mut out, event)?;
     out.write_all(b"\n")?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn unexpected(event: &Event) -> anyhow::Error {
+pub(crate) fn unexpected(event: &Event) -> anyhow::Error {
     anyhow::anyhow!(
         "unexpected answer from the daemon: {}",
         event.to_line().trim_end()
@@ -115,14 +115,14 @@ fn history_table(runs: &[RunRow]) -> String {
 }
 
 /// The terminal's width when stdout is one (else the table is not cut).
-fn terminal_width() -> Option<usize> {
+pub(crate) fn terminal_width() -> Option<usize> {
     if !io::stdout().is_terminal() {
         return None;
     }
     terminal_size::terminal_size().map(|(w, _)| usize::from(w.0))
 }
 
-fn cut_to(text: &str, width: usize) -> String {
+pub(crate) fn cut_to(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }
@@ -137,7 +137,7 @@ fn local_time(t: DateTime<Utc>) -> String {
 }
 
 /// `0.4s`, `8.4s`, `2m03s`, `1h02m`.
-fn duration(d: chrono::Duration) -> String {
+pub(crate) fn duration(d: chrono::Duration) -> String {
     let ms = d.num_milliseconds().max(0);
     if ms < 60_000 {
         format!("{:.1}s", ms as f64 / 1000.0)

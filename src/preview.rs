@@ -723,14 +723,14 @@ fn render(
     render_segments(&mut out, view.head, &s.head_segments, 1);
     let (first, last) = (s.head as u64 + 1, view.total_lines - s.tail as u64);
     if !s.highlights.is_empty() {
+        let found = match s.highlights.len() {
+            1 => "1 of them looks like an error: here it is".to_string(),
+            n => format!("{n} of them look like errors: here they are"),
+        };
         let _ = writeln!(
             out,
-            "[... {} lines omitted (lines {first}-{last}); {} of them look like errors: here they are, each after its line number ...]",
+            "[... {} lines omitted (lines {first}-{last}); {found}, after its line number ...]",
             last + 1 - first,
-            s.highlights
-                .iter()
-                .map(|h| h.last - h.first + 1)
-                .sum::<u64>()
         );
         for h in &s.highlights {
             let _ = writeln!(out, "[at line {}]", h.first);

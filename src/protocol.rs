@@ -33,7 +33,7 @@ pub struct RunId(String);
 
 /// An id that is not of the `YYYYMMDD-HHMMSS-xxxx` form.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid run id {0:?}: expected the form YYYYMMDD-HHMMSS-xxxx, e.g. 20261121-101502-k3f9")]
+#[error("invalid run id {0:?}: expected the form YYYYMMDD-HHMMSS-xxxx, e.g. 20261121-101502-k3f7")]
 pub struct BadRunId(String);
 
 const ID_ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
@@ -113,10 +113,101 @@ pub enum Request {
     Stats,
     /// Run the retention, quota and orphan purge now, answered by `purge`.
     Purge(PurgeRequest),
+    /// The next preview of a running command, or its `exit`; answered by `running` or `exit`.
+    Wait(WaitRequest),
+    /// Type into a running command's terminal, answered by `sent`.
+    Send(SendRequest),
+    /// A run's output from the start (or a line) and then live, as `output` events, then its
+    /// `exit`.
+    Follow(FollowRequest),
+    /// The running commands, answered by `ps`.
+    Ps(PsRequest),
+    /// Signal a run's process group, answered by its `exit` once it has ended.
+    Kill(KillRequest),
 }
 
 /// The ops a request may name, for error messages.
-const OPS: &str = "run, ping, history, show, grep, stats, purge";
+const OPS: &str = "run, ping, history, show, grep, stats, purge, wait, send, follow, ps, kill";
+
+/// `{"op": "wait"}`: how long to wait and what to report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitRequest {
+    pub id: RunId,
+    /// Answer with a `running` preview if the command has not exited after this long;
+    /// without it, wait for the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yield_ms: Option<u64>,
+    /// Preview only the output since the last preview given to this caller.
+    #[serde(default)]
+    pub new: bool,
+    /// Whose previews `new` counts (default: the empty name, shared by callers that give none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+}
+
+/// `{"op": "send"}`: what to type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendRequest {
+    pub id: RunId,
+    /// Written as typed; control characters act as keys do (`\u0003` is Ctrl-C).
+    #[serde(default)]
+    pub text: String,
+    /// Press Enter (`\r`) after the text (default true).
+    #[serde(default = "yes")]
+    pub newline: bool,
+    /// Then end the input with the terminal's EOF character (Ctrl-D).
+    #[serde(default)]
+    pub eof: bool,
+    /// How long the command may take to read it (default 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `{"op": "follow"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FollowRequest {
+    pub id: RunId,
+    /// First line to send, 1-based (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_line: Option<u64>,
+}
+
+/// `{"op": "ps"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PsRequest {
+    /// Only runs with all these tags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// `{"op": "kill"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillRequest {
+    pub id: RunId,
+    /// A signal name (`TERM`, `SIGINT`, `kill`) or number; default `TERM`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+}
+
+/// How a `run` streams its output while it goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamMode {
+    /// The normalised text, as `output` events of whole lines (read from the spill).
+    Text,
+    /// The bytes as the command wrote them, escapes and all, as `raw` events; a client that
+    /// falls behind gets a `lagged` event and the normalised text from there on.
+    Raw,
+}
 
 /// `{"op": "history"}`: which runs to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,6 +327,16 @@ pub struct RunRequest {
     /// Keep escape sequences; only repair UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<bool>,
+    /// Answer with a `running` preview if the command has not exited after this long, and
+    /// let it go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yield_ms: Option<u64>,
+    /// Stop the command's process group if this connection closes before the run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_on_disconnect: Option<bool>,
+    /// Stream the output while the command runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamMode>,
 }
 
 /// How a run ended.
@@ -291,6 +392,95 @@ pub enum Event {
     Stats(StatsEvent),
     /// Answer to `purge`.
     Purge(PurgeReport),
+    /// A preview of a command that is still running.
+    Running(Box<RunningEvent>),
+    /// Output of a followed run: whole lines of its normalised text.
+    Output(OutputEvent),
+    /// Output of a run streamed raw: the bytes as the command wrote them.
+    Raw(RawEvent),
+    /// A raw stream fell behind and lost bytes; `output` events follow instead.
+    Lagged(LaggedEvent),
+    /// Answer to `send`.
+    Sent(SentEvent),
+    /// Answer to `ps`.
+    Ps(PsEvent),
+}
+
+/// A running command's preview: what it has printed so far (or, asked with `new`, since the
+/// caller's last preview), and how long it has printed nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunningEvent {
+    pub id: RunId,
+    pub pid: u32,
+    /// RFC 3339.
+    pub started_at: String,
+    pub elapsed_ms: u64,
+    /// Since the command last printed anything (escape sequences count).
+    pub idle_ms: u64,
+    /// The first spill line the preview covers (1 unless asked for new output only).
+    pub first_line: u64,
+    /// The preview, numbered as the spill is; `total_lines` and `total_bytes` count everything
+    /// so far, the line still being written included.
+    #[serde(flatten)]
+    pub preview: Preview,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputEvent {
+    /// The spill line `text` starts in.
+    pub line: u64,
+    /// Whole lines, each ending in `\n`; only a line longer than an event holds, or the last
+    /// line of an output without a final newline, comes in pieces without one.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawEvent {
+    /// The bytes as written, as UTF-8 (a character cut between two reads is put back
+    /// together; invalid bytes become U+FFFD).
+    pub data: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaggedEvent {
+    /// The `output` events that follow start at this spill line.
+    pub line: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentEvent {
+    pub id: RunId,
+    /// Bytes written to the terminal: the text, the Enter and any EOF characters.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PsEvent {
+    pub runs: Vec<LiveRun>,
+}
+
+/// A command that is running now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveRun {
+    pub id: RunId,
+    pub pid: u32,
+    /// For display: argv shell-quoted and joined, or the shell string as is.
+    pub command: String,
+    pub argv: Option<Vec<String>>,
+    pub shell: Option<String>,
+    pub cwd: String,
+    pub tags: BTreeMap<String, String>,
+    /// RFC 3339.
+    pub started_at: String,
+    pub elapsed_ms: u64,
+    pub idle_ms: u64,
+    pub total_lines: u64,
+    pub total_bytes: u64,
+    /// Under a terminal (it takes input through `send`).
+    pub tty: bool,
+    pub spill_path: Option<String>,
+    /// A stop (`kill`, timeout, shutdown, disconnect) has begun.
+    pub stopping: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -350,6 +540,10 @@ pub struct ExitEvent {
     pub started_at: String,
     /// RFC 3339.
     pub ended_at: String,
+    /// The first spill line the preview covers, when asked for new output only (`wait` with
+    /// `new`); absent otherwise, when it covers the whole output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_line: Option<u64>,
     /// The engine's result object (the same fields as `truncate --json`).
     #[serde(flatten)]
     pub preview: Preview,
@@ -396,6 +590,12 @@ pub enum ErrorCode {
     SpillMissing,
     /// The grep pattern is not a valid regular expression.
     BadPattern,
+    /// The run has ended: it takes no input or signal.
+    NotRunning,
+    /// The run has no terminal (`tty` false): it takes no input.
+    NoInput,
+    /// The command did not read what was sent in time.
+    InputBlocked,
     /// Something failed inside the daemon.
     Internal,
 }
@@ -483,6 +683,21 @@ pub fn parse_request(line: &str) -> Result<Request, ErrorEvent> {
         "purge" => serde_json::from_value(rest)
             .map(Request::Purge)
             .map_err(fields_of("purge")),
+        "wait" => serde_json::from_value(rest)
+            .map(Request::Wait)
+            .map_err(fields_of("wait")),
+        "send" => serde_json::from_value(rest)
+            .map(Request::Send)
+            .map_err(fields_of("send")),
+        "follow" => serde_json::from_value(rest)
+            .map(Request::Follow)
+            .map_err(fields_of("follow")),
+        "ps" => serde_json::from_value(rest)
+            .map(Request::Ps)
+            .map_err(fields_of("ps")),
+        "kill" => serde_json::from_value(rest)
+            .map(Request::Kill)
+            .map_err(fields_of("kill")),
         other => Err(bad(
             ErrorCode::UnknownOp,
             format!("unknown op {other:?}: expected one of {OPS}"),
@@ -514,6 +729,12 @@ impl RunRequest {
             }
         };
         command?;
+        if self.yield_ms == Some(0) {
+            return Err("yield_ms must be at least 1".into());
+        }
+        if self.yield_ms.is_some() && self.stream.is_some() {
+            return Err("give either yield_ms or stream, not both".into());
+        }
         if self.cols == Some(0) || self.rows == Some(0) {
             return Err("cols and rows must be at least 1".into());
         }
@@ -624,6 +845,52 @@ mod tests {
             "2026112a-101502-k3f9",
         ] {
             assert!(bad.parse::<RunId>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parses_the_live_ops() {
+        let id = "20261121-101502-k3f7";
+        let wait = format!(r#"{{"v":1,"op":"wait","id":"{id}","yield_ms":5,"new":true}}"#);
+        let Request::Wait(wait) = parse_request(&wait).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (wait.yield_ms, wait.new, wait.caller),
+            (Some(5), true, None)
+        );
+        let send = format!(r#"{{"v":1,"op":"send","id":"{id}","text":"y"}}"#);
+        let Request::Send(send) = parse_request(&send).unwrap() else {
+            panic!()
+        };
+        assert!(send.newline && !send.eof, "Enter by default");
+        assert!(matches!(
+            parse_request(&format!(r#"{{"v":1,"op":"follow","id":"{id}"}}"#)),
+            Ok(Request::Follow(_))
+        ));
+        assert_eq!(
+            parse_request(r#"{"v":1,"op":"ps"}"#).unwrap(),
+            Request::Ps(PsRequest::default())
+        );
+        assert!(matches!(
+            parse_request(&format!(
+                r#"{{"v":1,"op":"kill","id":"{id}","signal":"INT"}}"#
+            )),
+            Ok(Request::Kill(_))
+        ));
+        let run = r#"{"v":1,"op":"run","shell":"x","stream":"raw","kill_on_disconnect":true}"#;
+        let Request::Run(run) = parse_request(run).unwrap() else {
+            panic!()
+        };
+        assert_eq!(run.stream, Some(StreamMode::Raw));
+        for bad in [
+            r#"{"v":1,"op":"run","shell":"x","yield_ms":0}"#,
+            r#"{"v":1,"op":"run","shell":"x","yield_ms":9,"stream":"text"}"#,
+            r#"{"v":1,"op":"wait","id":"x"}"#,
+            r#"{"v":1,"op":"send","id":"20261121-101502-k3f7","txt":"y"}"#,
+            r#"{"v":1,"op":"ps","all":true}"#,
+        ] {
+            assert_eq!(code(bad), ErrorCode::BadRequest, "{bad}");
         }
     }
 

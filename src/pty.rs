@@ -32,6 +32,8 @@ use nix::sys::signal::{self, SigHandler, Signal};
 use nix::sys::stat::Mode;
 use portable_pty::{PtySize, native_pty_system};
 
+use crate::input::Input;
+
 /// Held while a PTY is created (the moment its descriptors are inheritable) and while a child
 /// is forked, so that no child of ours inherits another run's terminal.
 static FORK_LOCK: Mutex<()> = Mutex::new(());
@@ -43,6 +45,9 @@ pub struct Channel {
     pub output: Output,
     /// The command's end, for [`spawn`].
     pub child: ChildSide,
+    /// Where to type into a PTY (a duplicate of its master); `None` for a pipe, whose command
+    /// reads `/dev/null`.
+    pub input: Option<Input>,
 }
 
 /// Opens a pseudo-terminal of `cols` x `rows`: the command gets the slave side as its stdin,
@@ -81,14 +86,18 @@ pub fn open_pty(cols: u16, rows: u16) -> io::Result<Channel> {
         Mode::empty(),
     )?;
     drop(pair);
+    let output = Output::new(master)?;
+    // A duplicate shares the master's open file description, so it is non-blocking too.
+    let input = Input::new(output.fd.try_clone()?);
     Ok(Channel {
-        output: Output::new(master)?,
+        output,
         child: ChildSide {
             stdin: Stdio::from(slave.try_clone()?),
             stdout: slave.try_clone()?,
             stderr: slave,
             terminal: true,
         },
+        input: Some(input),
     })
 }
 
@@ -103,6 +112,7 @@ pub fn open_pipe() -> io::Result<Channel> {
             stderr: write,
             terminal: false,
         },
+        input: None,
     })
 }
 
@@ -254,7 +264,7 @@ mod tests {
 
     #[test]
     fn a_pipe_reads_then_ends() {
-        let Channel { output, child } = open_pipe().unwrap();
+        let Channel { output, child, .. } = open_pipe().unwrap();
         nix::unistd::write(&child.stdout, b"hi").unwrap();
         let mut buf = [0u8; 8];
         assert_eq!(output.read(&mut buf).unwrap(), Chunk::Data(2));
@@ -266,7 +276,7 @@ mod tests {
 
     #[test]
     fn a_pty_master_ends_with_eof_after_the_last_bytes() {
-        let Channel { output, child } = open_pty(80, 24).unwrap();
+        let Channel { output, child, .. } = open_pty(80, 24).unwrap();
         nix::unistd::write(&child.stdout, b"last").unwrap();
         drop(child);
         let mut got = Vec::new();

@@ -3,11 +3,15 @@
 //!
 //! Each connection is served by its own task, one request at a time; a client wanting two runs
 //! at once opens two connections. Runs are owned by the daemon, not by the connection: a client
-//! that disconnects mid-run does not stop its command, which completes and is recorded. No input
+//! that disconnects mid-run does not stop its command, which completes and is recorded (unless
+//! it asked for `kill_on_disconnect`). The ops on runs in flight (`wait`, `send`, `follow`,
+//! `ps`, `kill`, and `run`'s `yield_ms` and `stream`) live in the `live` submodule. No input
 //! can panic the daemon or reach another client: every bad line gets an `error` event, and a
 //! line over the size limit closes that connection only.
 
-use std::collections::{BTreeMap, HashMap};
+mod live;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,18 +25,18 @@ use tokio::sync::{Notify, watch};
 
 use crate::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::grep::{DEFAULT_MAX_COUNT, grep_file};
-use crate::index::{HistoryFilter, Index, IndexError, NewRun, RunEnd, RunRow, StatusFilter};
+use crate::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow, StatusFilter};
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, ExitEvent, GrepEvent, GrepRequest, HistoryEvent, HistoryRequest,
     MAX_REQUEST_BYTES, PROTOCOL_VERSION, PongEvent, PurgeRequest, Request, RunId, RunRequest,
-    RunStatus, ShowEvent, ShowRequest, StartedEvent, StatsEvent, parse_request,
+    RunStatus, ShowEvent, ShowRequest, StatsEvent, StreamMode, parse_request,
 };
 use crate::purge::{self, PurgePolicy};
 use crate::read::{self, ReadError, ReadRequest};
 use crate::spill::DataDir;
-use crate::supervisor::{
-    self, Finished, LaunchError, RunControl, RunSpec, StopReason, TtySize, child_env,
-};
+use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
+
+use self::live::{RecentRun, RunEntry, Session};
 
 /// Terminal size and type a run gets unless it asks otherwise.
 const DEFAULT_COLS: u16 = 200;
@@ -50,7 +54,12 @@ pub struct Daemon {
     policy: PurgePolicy,
     default_timeout: Option<Duration>,
     kill_grace: Duration,
-    runs: Mutex<HashMap<RunId, RunControl>>,
+    /// The runs in flight, until they have ended and been recorded.
+    runs: Mutex<HashMap<RunId, Arc<RunEntry>>>,
+    /// Runs that ended lately, oldest first, for late `wait`s (bounded).
+    recent: Mutex<VecDeque<RecentRun>>,
+    /// Client tasks that owe someone an `exit` event: a shutdown waits for them.
+    deliveries: AtomicUsize,
     clients: AtomicUsize,
     /// When the daemon last had neither runs nor clients (None while it has some).
     idle_since: Mutex<Option<Instant>>,
@@ -75,6 +84,8 @@ impl Daemon {
             default_timeout: settings.default_timeout,
             kill_grace: settings.kill_grace,
             runs: Mutex::new(HashMap::new()),
+            recent: Mutex::new(VecDeque::new()),
+            deliveries: AtomicUsize::new(0),
             clients: AtomicUsize::new(0),
             idle_since: Mutex::new(Some(Instant::now())),
             stopping: AtomicBool::new(false),
@@ -127,13 +138,13 @@ impl Daemon {
     /// clients to be sent their `exit` events.
     pub async fn stop_all_runs(&self) {
         self.stopping.store(true, Ordering::SeqCst);
-        for control in lock(&self.runs).values() {
-            control.stop(StopReason::Shutdown);
+        for entry in lock(&self.runs).values() {
+            entry.stop(StopReason::Shutdown);
         }
         let deadline = tokio::time::Instant::now() + self.kill_grace + SHUTDOWN_SLACK;
         loop {
             let changed = self.changed.notified();
-            if lock(&self.runs).is_empty() {
+            if lock(&self.runs).is_empty() && self.deliveries.load(Ordering::SeqCst) == 0 {
                 return;
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
@@ -143,8 +154,8 @@ impl Daemon {
         }
     }
 
-    fn register(&self, id: RunId, control: RunControl) {
-        lock(&self.runs).insert(id, control);
+    fn register(&self, id: RunId, entry: Arc<RunEntry>) {
+        lock(&self.runs).insert(id, entry);
         self.update_idle();
     }
 
@@ -198,7 +209,7 @@ pub async fn accept_until_stopped(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let daemon = std::sync::Arc::clone(&daemon);
-                    tokio::spawn(async move { serve_connection(stream, &daemon).await });
+                    tokio::spawn(async move { serve_connection(stream, daemon).await });
                 }
                 Err(e) => {
                     // Out of file descriptors, typically: back off instead of spinning.
@@ -226,7 +237,22 @@ fn check_peer(peer_uid: u32, my_uid: u32) -> Result<(), ErrorEvent> {
     }
 }
 
-async fn serve_connection(stream: UnixStream, daemon: &Daemon) {
+/// Stops the `kill_on_disconnect` runs a connection leaves behind running (a run that has
+/// ended is gone from the registry, and so from here).
+struct OwnedRuns(Vec<std::sync::Weak<RunEntry>>);
+
+impl Drop for OwnedRuns {
+    fn drop(&mut self) {
+        for entry in self.0.drain(..).filter_map(|e| e.upgrade()) {
+            if !entry.is_done() {
+                tracing::info!(id = %entry.id, "client gone: stopping its run (kill_on_disconnect)");
+                entry.stop(StopReason::Kill(nix::sys::signal::Signal::SIGHUP));
+            }
+        }
+    }
+}
+
+async fn serve_connection(stream: UnixStream, daemon: Arc<Daemon>) {
     let _client = daemon.client_arrived();
     let peer = stream.peer_cred().map(|cred| cred.uid());
     let (read, mut write) = stream.into_split();
@@ -244,7 +270,10 @@ async fn serve_connection(stream: UnixStream, daemon: &Daemon) {
     }
     let mut reader = BufReader::new(read);
     let mut line = Vec::new();
+    let mut owned = OwnedRuns(Vec::new());
     loop {
+        // Runs that ended on their own need no stopping.
+        owned.0.retain(|entry| entry.strong_count() > 0);
         line.clear();
         let limit = MAX_REQUEST_BYTES as u64 + 1;
         match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
@@ -260,14 +289,23 @@ async fn serve_connection(stream: UnixStream, daemon: &Daemon) {
             .await;
             return;
         }
-        if answer(&line, daemon, &mut write).await.is_err() {
-            return; // The client is gone; its runs go on.
+        let session = Session {
+            read: reader.get_ref(),
+            owned: &mut owned.0,
+        };
+        if answer(&line, &daemon, &mut write, session).await.is_err() {
+            return; // The client is gone; its runs go on (but for kill_on_disconnect ones).
         }
     }
 }
 
 /// Answers one request line; an error means the client can no longer be written to.
-async fn answer(line: &[u8], daemon: &Daemon, write: &mut OwnedWriteHalf) -> std::io::Result<()> {
+async fn answer(
+    line: &[u8],
+    daemon: &Arc<Daemon>,
+    write: &mut OwnedWriteHalf,
+    session: Session<'_>,
+) -> std::io::Result<()> {
     let text = match std::str::from_utf8(line) {
         Ok(text) => text.trim(),
         Err(e) => {
@@ -288,7 +326,12 @@ async fn answer(line: &[u8], daemon: &Daemon, write: &mut OwnedWriteHalf) -> std
             });
             send(write, &pong).await
         }
-        Ok(Request::Run(run)) => serve_run(*run, daemon, write).await,
+        Ok(Request::Run(run)) => live::serve_run(*run, daemon, write, session).await,
+        Ok(Request::Wait(request)) => reply(write, live::wait(request, daemon).await).await,
+        Ok(Request::Send(request)) => reply(write, live::send_input(request, daemon).await).await,
+        Ok(Request::Follow(request)) => live::follow(request, daemon, write).await,
+        Ok(Request::Ps(request)) => send(write, &live::ps(&request, daemon)).await,
+        Ok(Request::Kill(request)) => reply(write, live::kill(request, daemon).await).await,
         Ok(Request::History(request)) => reply(write, history(request, daemon).await).await,
         Ok(Request::Show(request)) => reply(write, show(request, daemon).await).await,
         Ok(Request::Grep(request)) => reply(write, grep(request, daemon).await).await,
@@ -469,86 +512,6 @@ async fn send(write: &mut OwnedWriteHalf, event: &Event) -> std::io::Result<()> 
     write.write_all(event.to_line().as_bytes()).await
 }
 
-/// Starts a run, sends `started`, and sends `exit` when it ends. The run itself is driven by a
-/// task of its own, so it completes even if this client goes away.
-async fn serve_run(
-    request: RunRequest,
-    daemon: &Daemon,
-    write: &mut OwnedWriteHalf,
-) -> std::io::Result<()> {
-    if daemon.stopping.load(Ordering::SeqCst) {
-        let message = "the daemon is shutting down and takes no new runs";
-        return send(write, &Event::error(ErrorCode::ShuttingDown, message)).await;
-    }
-    let id = match daemon.fresh_run_id().await {
-        Ok(id) => id,
-        Err(error) => return send(write, &Event::Error(error)).await,
-    };
-    let record = NewRun {
-        id: id.clone(),
-        argv: request.argv.clone(),
-        shell: request.shell.clone(),
-        cwd: String::new(),
-        tags: request.tags.clone(),
-        started_at: chrono::Utc::now(),
-        spill_path: None,
-        pid: None,
-        owner_pid: std::process::id(),
-    };
-    let spec = match run_spec(id.clone(), request, daemon) {
-        Ok(spec) => spec,
-        Err(error) => return send(write, &Event::Error(error)).await,
-    };
-    let cwd = spec.cwd.to_string_lossy().into_owned();
-    let launched = match supervisor::launch(spec, &daemon.data_dir).await {
-        Ok(launched) => launched,
-        Err(e) => return send(write, &launch_error(&e)).await,
-    };
-    let spill_path = launched
-        .spill_path
-        .as_ref()
-        .map(|p| p.to_string_lossy().into_owned());
-    daemon.register(id.clone(), launched.control.clone());
-    let record = NewRun {
-        cwd,
-        started_at: launched.started_at,
-        spill_path: spill_path.clone(),
-        pid: Some(launched.pid),
-        ..record
-    };
-    if let Err(e) = daemon
-        .with_index(move |index| index.insert_run(&record))
-        .await
-    {
-        tracing::error!(id = %id, message = %e.message, "cannot record the run's start");
-    }
-    tracing::info!(id = %id, pid = launched.pid, "run started");
-    let started = Event::Started(StartedEvent {
-        id: id.clone(),
-        pid: launched.pid,
-        spill_path,
-        started_at: rfc3339(launched.started_at),
-    });
-    // A client that is already gone still gets its run completed and recorded.
-    let started_sent = send(write, &started).await;
-    let finished = launched.finished.await;
-    let event = match finished {
-        Ok(finished) => {
-            tracing::info!(id = %id, status = finished.status.as_str(), "run ended");
-            daemon.record_end(&id, &finished).await;
-            exit_event(id.clone(), finished)
-        }
-        Err(_) => Event::error(ErrorCode::Internal, format!("run {id} was lost")),
-    };
-    // Unregistered only once its client has been told, so a shutdown waits for that too.
-    let sent = match started_sent {
-        Ok(()) => send(write, &event).await,
-        Err(e) => Err(e),
-    };
-    daemon.unregister(&id);
-    sent
-}
-
 impl Daemon {
     /// A run id no recorded run has.
     async fn fresh_run_id(&self) -> Result<RunId, ErrorEvent> {
@@ -621,6 +584,7 @@ fn exit_event(id: RunId, f: Finished) -> Event {
         duration_ms,
         started_at: rfc3339(f.started_at),
         ended_at: rfc3339(f.ended_at),
+        first_line: None,
         preview: f.preview,
     }))
 }
@@ -669,6 +633,7 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         limits,
         direction: r.direction.unwrap_or_default(),
         raw: r.raw.unwrap_or(false),
+        raw_stream: r.stream == Some(StreamMode::Raw),
     })
 }
 

@@ -47,8 +47,10 @@ use nix::unistd::{AccessFlags, Pid, access};
 use tokio::sync::{Notify, oneshot};
 
 use crate::capture::{Capture, Limits, SpillPolicy};
+use crate::input::Input;
+use crate::live::Live;
 use crate::normalise::{NormaliseOptions, Normaliser};
-use crate::preview::{CliSteps, Direction, Preview};
+use crate::preview::{Direction, Preview};
 use crate::protocol::{RunId, RunStatus};
 use crate::pty::{self, Channel, Chunk, Output};
 use crate::spill::DataDir;
@@ -132,6 +134,9 @@ pub struct RunSpec {
     pub direction: Direction,
     /// Keep escape sequences; only repair UTF-8 ([`NormaliseOptions::raw`]).
     pub raw: bool,
+    /// Pass the raw output on as it is read ([`Live::take_raw`]), for a client that shows it
+    /// live.
+    pub raw_stream: bool,
 }
 
 /// Builds a child's environment: `base` without the variables of the daemon's service manager
@@ -208,6 +213,11 @@ impl RunControl {
         };
         self.shared.begin_stop(Cause::Killed, signal);
     }
+
+    /// Whether a stop (or the timeout) has begun: the run is on its way out.
+    pub fn is_stopping(&self) -> bool {
+        self.shared.state().cause.is_some()
+    }
 }
 
 /// How a run ended.
@@ -235,6 +245,8 @@ pub struct Launched {
     /// The spill file (`None` when it could not be created; the preview's notice says why).
     pub spill_path: Option<PathBuf>,
     pub control: RunControl,
+    /// The output so far, the counters and the terminal's input, while the run goes on.
+    pub live: Arc<Live>,
     /// Resolves when the run has finished. It fails only if the run's reader thread panicked,
     /// which would be a bug.
     pub finished: oneshot::Receiver<Finished>,
@@ -267,7 +279,11 @@ fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
     let terminal = |e: io::Error| LaunchError::Terminal {
         reason: e.to_string(),
     };
-    let Channel { output, child } = match spec.tty {
+    let Channel {
+        output,
+        child,
+        input,
+    } = match spec.tty {
         Some(size) => pty::open_pty(size.cols, size.rows),
         None => pty::open_pipe(),
     }
@@ -284,10 +300,12 @@ fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
     let reader = Reader::new(
         &spec,
         output,
+        input,
         data_dir,
         Drain::new(Arc::clone(&shared), wake_rx),
     );
-    let spill_path = reader.capture.view().spill_path.map(Path::to_path_buf);
+    let live = Arc::clone(&reader.live);
+    let spill_path = live.spill_path().map(Path::to_path_buf);
     let (exited, finished) = start_threads(&shared, reader, wake_tx, started_at)?;
     // Blocking-pool threads run inside the runtime's context.
     tokio::spawn(enforce_deadlines(Arc::clone(&shared), spec.timeout, exited));
@@ -296,6 +314,7 @@ fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
         started_at,
         spill_path,
         control: RunControl { shared },
+        live,
         finished,
     })
 }
@@ -717,26 +736,37 @@ impl Waiter {
     }
 }
 
-/// The reader thread: output -> normaliser -> capture, then the preview.
+/// The reader thread: output -> normaliser -> capture (in the run's [`Live`] state), then the
+/// preview.
 struct Reader {
     output: Output,
-    normaliser: Normaliser,
-    capture: Capture,
-    direction: Direction,
+    live: Arc<Live>,
     drain: Drain,
 }
 
 impl Reader {
     /// A reader of `output` for `spec`'s run; creates the spill file.
-    fn new(spec: &RunSpec, output: Output, data_dir: &DataDir, drain: Drain) -> Reader {
+    fn new(
+        spec: &RunSpec,
+        output: Output,
+        input: Option<Input>,
+        data_dir: &DataDir,
+        drain: Drain,
+    ) -> Reader {
+        let normaliser = Normaliser::new(NormaliseOptions {
+            raw: spec.raw,
+            ..NormaliseOptions::default()
+        });
+        let capture = Capture::new(spec.limits, SpillPolicy::Always(data_dir.clone()));
         Reader {
             output,
-            normaliser: Normaliser::new(NormaliseOptions {
-                raw: spec.raw,
-                ..NormaliseOptions::default()
-            }),
-            capture: Capture::new(spec.limits, SpillPolicy::Always(data_dir.clone())),
-            direction: spec.direction,
+            live: Arc::new(Live::new(
+                normaliser,
+                capture,
+                spec.direction,
+                input,
+                spec.raw_stream,
+            )),
             drain,
         }
     }
@@ -744,27 +774,19 @@ impl Reader {
     /// Reads the output to its end; returns the preview, and the output for the waiter to
     /// close once the command has exited.
     fn run(mut self) -> (Preview, Output) {
-        let mut text = String::new();
-        if let Err(e) = self.pump(&mut text) {
+        if let Err(e) = self.pump() {
             tracing::warn!(run = %self.drain.shared.id, "reading the output failed: {e}");
         }
-        self.normaliser.finish(&mut text);
-        self.capture.write_owned(&mut text);
-        self.capture.finish();
-        let preview = Preview::build(&self.capture.view(), self.direction, &CliSteps);
-        (preview, self.output)
+        (self.live.finish(), self.output)
     }
 
     /// Reads until the end of the output, or until the drain runs out of patience.
-    fn pump(&mut self, text: &mut String) -> io::Result<()> {
+    fn pump(&mut self) -> io::Result<()> {
         let mut buf = vec![0; READ_CHUNK];
         loop {
             let chunk = self.output.read(&mut buf)?;
             match chunk {
-                Chunk::Data(n) => {
-                    self.normaliser.feed(&buf[..n], text);
-                    self.capture.write_owned(text);
-                }
+                Chunk::Data(n) => self.live.feed(&buf[..n]),
                 Chunk::Eof => return Ok(()),
                 Chunk::WouldBlock => {}
             }
@@ -780,7 +802,7 @@ impl Reader {
                 }
             };
             if chunk == Chunk::WouldBlock {
-                self.capture.hand_off();
+                self.live.pause();
                 self.output.wait(self.drain.wake(), limit)?;
             }
         }

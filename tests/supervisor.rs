@@ -57,6 +57,7 @@ impl Rig {
             limits: Limits::default(),
             direction: Direction::Both,
             raw: false,
+            raw_stream: false,
         }
     }
 

@@ -3,6 +3,7 @@
 mod daemon;
 mod engine;
 mod helper;
+mod live;
 mod ops;
 mod read_cli;
 mod supervisor;
