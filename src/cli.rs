@@ -201,6 +201,11 @@ impl EndpointArgs {
 struct RunArgs {
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    highlights: HighlightArgs,
+    /// Also hold the preview to this many model tokens (o200k tokenizer).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_tokens: Option<u64>,
     /// Which part of a long output to keep.
     #[arg(long, value_enum, default_value_t)]
     direction: Direction,
@@ -536,6 +541,9 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         rows: args.rows,
         term: args.term,
         raw: Some(args.raw),
+        max_tokens: args.max_tokens,
+        highlight: args.highlights.extra.clone(),
+        no_highlights: args.highlights.no_highlights.then_some(true),
         yield_ms: args.live.yield_ms(),
         kill_on_disconnect: args.live.kill_on_disconnect.then_some(true),
         stream: args.live.stream(args.json),

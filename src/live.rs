@@ -52,6 +52,8 @@ pub struct Live {
     pipeline: Mutex<Pipeline>,
     limits: Limits,
     direction: Direction,
+    /// The token budget of the final preview, if the run asked for one.
+    max_tokens: Option<usize>,
     spill_path: Option<PathBuf>,
     started: Instant,
     lines: AtomicU64,
@@ -121,6 +123,7 @@ impl Live {
         direction: Direction,
         input: Option<Input>,
         raw_stream: bool,
+        max_tokens: Option<usize>,
     ) -> Live {
         let view = capture.view();
         let (limits, spill_path) = (view.limits, view.spill_path.map(Path::to_path_buf));
@@ -138,6 +141,7 @@ impl Live {
             }),
             limits,
             direction,
+            max_tokens,
             spill_path,
             started: Instant::now(),
             lines: AtomicU64::new(0),
@@ -217,7 +221,7 @@ impl Live {
             capture.write_owned(text);
             capture.finish();
             let view = capture.view();
-            let preview = Preview::build(&view, self.direction, &CliSteps);
+            let preview = Preview::build_with(&view, self.direction, &CliSteps, self.max_tokens);
             (preview, view.total_bytes, view.total_lines)
         };
         self.publish(bytes, lines);

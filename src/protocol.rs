@@ -327,6 +327,15 @@ pub struct RunRequest {
     /// Keep escape sequences; only repair UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<bool>,
+    /// Also hold the preview to this many model tokens (o200k).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// More patterns (regular expressions) for the preview's highlights.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub highlight: Vec<String>,
+    /// No highlights from the omitted middle (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_highlights: Option<bool>,
     /// Answer with a `running` preview if the command has not exited after this long, and
     /// let it go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]

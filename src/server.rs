@@ -25,6 +25,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::grep::{DEFAULT_MAX_COUNT, grep_file};
+use crate::highlight::Patterns;
 use crate::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow, StatusFilter};
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, ExitEvent, GrepEvent, GrepRequest, HistoryEvent, HistoryRequest,
@@ -622,6 +623,24 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         (None, Some(shell)) => vec!["sh".into(), "-c".into(), shell],
         (None, None) => return Err(bad("missing the command".into())),
     };
+    let max_tokens = match r.max_tokens {
+        Some(0) => return Err(bad("max_tokens must be at least 1".into())),
+        Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+        None => None,
+    };
+    let highlights = if r.no_highlights.unwrap_or(false) {
+        if !r.highlight.is_empty() {
+            return Err(bad(
+                "give highlight patterns or no_highlights, not both".into()
+            ));
+        }
+        None
+    } else {
+        Some(Patterns::new(&r.highlight).map_err(|e| ErrorEvent {
+            code: ErrorCode::BadPattern,
+            message: e.to_string(),
+        })?)
+    };
     Ok(RunSpec {
         id,
         argv,
@@ -634,6 +653,8 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         direction: r.direction.unwrap_or_default(),
         raw: r.raw.unwrap_or(false),
         raw_stream: r.stream == Some(StreamMode::Raw),
+        highlights,
+        max_tokens,
     })
 }
 

@@ -47,6 +47,7 @@ use nix::unistd::{AccessFlags, Pid, access};
 use tokio::sync::{Notify, oneshot};
 
 use crate::capture::{Capture, Limits, SpillPolicy};
+use crate::highlight::Patterns;
 use crate::input::Input;
 use crate::live::Live;
 use crate::normalise::{NormaliseOptions, Normaliser};
@@ -137,6 +138,10 @@ pub struct RunSpec {
     /// Pass the raw output on as it is read ([`Live::take_raw`]), for a client that shows it
     /// live.
     pub raw_stream: bool,
+    /// Patterns for the preview's highlights; `None` turns them off.
+    pub highlights: Option<Patterns>,
+    /// Also hold the preview to this many model tokens.
+    pub max_tokens: Option<usize>,
 }
 
 /// Builds a child's environment: `base` without the variables of the daemon's service manager
@@ -757,7 +762,8 @@ impl Reader {
             raw: spec.raw,
             ..NormaliseOptions::default()
         });
-        let capture = Capture::new(spec.limits, SpillPolicy::Always(data_dir.clone()));
+        let capture = Capture::new(spec.limits, SpillPolicy::Always(data_dir.clone()))
+            .with_highlights(spec.highlights.clone());
         Reader {
             output,
             live: Arc::new(Live::new(
@@ -766,6 +772,7 @@ impl Reader {
                 spec.direction,
                 input,
                 spec.raw_stream,
+                spec.max_tokens,
             )),
             drain,
         }

@@ -458,3 +458,48 @@ fn json_output_carries_the_whole_exit_event() {
         "hi\n"
     );
 }
+
+#[test]
+fn run_previews_carry_highlights_and_keep_a_token_budget() {
+    let daemon = TestDaemon::start();
+    // Filler lines differ in letters, so no two fold together.
+    let filler = |name: &str| format!("seq 1 400 | tr 0-9 a-j | sed 's/^/{name} unit /'");
+    let script = format!(
+        "{}; echo 'src/a.c:3:4: error: boom'; echo 'NEEDLE in the hay'; {}",
+        filler("compiling"),
+        filler("linking")
+    );
+    let exit_of = |flags: &[&str]| -> serde_json::Value {
+        let out = daemon.run(&[&["--json", "--no-tty"], flags, &["-c", &script]].concat());
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)))
+    };
+    let plain = exit_of(&["--max-lines", "50"]);
+    let content = plain["content"].as_str().unwrap();
+    assert!(
+        content.contains("[at line 401]\nsrc/a.c:3:4: error: boom\n"),
+        "{content}"
+    );
+    assert!(!content.contains("NEEDLE"));
+
+    let custom = exit_of(&["--max-lines", "50", "--highlight", "^NEEDLE"]);
+    assert!(
+        custom["content"]
+            .as_str()
+            .unwrap()
+            .contains("\nNEEDLE in the hay\n")
+    );
+
+    let off = exit_of(&["--max-lines", "50", "--no-highlights"]);
+    assert!(!off["content"].as_str().unwrap().contains("error: boom"));
+
+    let budget = exit_of(&["--max-tokens", "80"]);
+    assert_eq!(budget["truncated_by"], "tokens");
+
+    let bad = daemon.run(&["--highlight", "(unclosed", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(125));
+    assert!(
+        stderr(&bad).contains("bad highlight pattern"),
+        "{}",
+        stderr(&bad)
+    );
+}

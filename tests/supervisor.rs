@@ -58,6 +58,8 @@ impl Rig {
             direction: Direction::Both,
             raw: false,
             raw_stream: false,
+            highlights: Some(spillway::highlight::Patterns::new(&[]).unwrap()),
+            max_tokens: None,
         }
     }
 
