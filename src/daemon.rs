@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use nix::fcntl::{Flock, FlockArg};
+use signal_hook::iterator::Signals;
 use tokio::sync::watch;
 
 use crate::index::{INDEX_FILE, Index};
@@ -60,6 +61,10 @@ enum Listener {
 
 /// Runs the daemon in the foreground until it is told to stop (or idles out).
 pub fn run(config: DaemonConfig) -> Result<()> {
+    // Caught from the very start: a SIGTERM while the socket is being claimed or the index
+    // opened (systemd stopping a unit that is still starting) waits in the queue and becomes
+    // an orderly shutdown instead of killing the daemon mid-way.
+    let signals = catch_signals()?;
     let data_dir = DataDir::open(&config.data_dir)
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
     let listener = claim_socket(&config.socket)?;
@@ -69,7 +74,7 @@ pub fn run(config: DaemonConfig) -> Result<()> {
         .thread_name("spillway-daemon")
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, data_dir, index, listener))
+    runtime.block_on(serve(config, data_dir, index, listener, signals))
 }
 
 /// Opens the index and marks the runs a dead daemon left `running` as `interrupted`.
@@ -206,6 +211,7 @@ async fn serve(
     data_dir: DataDir,
     index: Index,
     listener: Listener,
+    signals: Signals,
 ) -> Result<()> {
     let (std_listener, owned_socket) = match listener {
         Listener::Bound {
@@ -217,7 +223,7 @@ async fn serve(
     let listener = tokio::net::UnixListener::from_std(std_listener)
         .context("cannot register the socket with the runtime")?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    watch_signals(stop_tx.clone())?;
+    watch_signals(signals, stop_tx.clone())?;
     let settings = Settings {
         default_timeout: config.default_timeout,
         kill_grace: config.kill_grace,
@@ -242,11 +248,14 @@ async fn serve(
     Ok(())
 }
 
-/// Turns SIGTERM and SIGINT into a shutdown request, on a thread of its own.
-fn watch_signals(stop: watch::Sender<bool>) -> Result<()> {
+/// Catches SIGTERM and SIGINT (their default action would kill the daemon).
+fn catch_signals() -> Result<Signals> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).context("cannot catch signals")?;
+    Signals::new([SIGTERM, SIGINT]).context("cannot catch signals")
+}
+
+/// Turns the caught signals into a shutdown request, on a thread of its own.
+fn watch_signals(mut signals: Signals, stop: watch::Sender<bool>) -> Result<()> {
     std::thread::Builder::new()
         .name("spillway-signals".into())
         .spawn(move || {

@@ -724,12 +724,12 @@ fn render(
     let (first, last) = (s.head as u64 + 1, view.total_lines - s.tail as u64);
     if !s.highlights.is_empty() {
         let found = match s.highlights.len() {
-            1 => "1 of them looks like an error: here it is".to_string(),
-            n => format!("{n} of them look like errors: here they are"),
+            1 => "1 of them looks like an error: here it is, after its line number".to_string(),
+            n => format!("{n} of them look like errors: here they are, each after its line number"),
         };
         let _ = writeln!(
             out,
-            "[... {} lines omitted (lines {first}-{last}); {found}, after its line number ...]",
+            "[... {} lines omitted (lines {first}-{last}); {found} ...]",
             last + 1 - first,
         );
         for h in &s.highlights {
@@ -783,7 +783,13 @@ fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextSt
             let listed: Vec<String> = p
                 .shown
                 .iter()
-                .map(|r| format!("{}-{}", r.first, r.last))
+                .map(|r| {
+                    if r.first == r.last {
+                        r.first.to_string()
+                    } else {
+                        format!("{}-{}", r.first, r.last)
+                    }
+                })
                 .collect();
             format!("showing lines {}", list(&listed))
         }
