@@ -9,12 +9,11 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use bytesize::ByteSize;
 use clap::Args;
-use comfy_table::{Cell, CellAlignment, Table, presets};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::{OutputArgs, exit_code, parse_duration, print_exit, status_line};
 use crate::client::Connection;
-use crate::ops::{ask, cut_to, print_json, terminal_width, unexpected};
+use crate::ops::{ask, command_table, print_json, unexpected};
 use crate::protocol::{
     Event, ExitEvent, FollowRequest, KillRequest, LiveRun, PsRequest, RunId, RunningEvent,
     SendRequest, StreamMode, WaitRequest, request_line,
@@ -507,38 +506,8 @@ fn ps_table(runs: &[LiveRun]) -> String {
         })
         .collect();
     let header = ["ID", "PID", "ELAPSED", "IDLE", "LINES", "SIZE", "TAGS"];
-    let used: usize = (0..header.len())
-        .map(|c| {
-            rows.iter()
-                .map(|row| row[c].chars().count())
-                .chain([header[c].len()])
-                .max()
-                .unwrap_or(0)
-                + 2
-        })
-        .sum();
-    let room = terminal_width().map(|w| w.saturating_sub(used).max(20));
-    let mut table = Table::new();
-    table.load_preset(presets::NOTHING);
-    table.set_header(header.iter().chain(["COMMAND"].iter()));
-    for (row, run) in rows.into_iter().zip(runs) {
-        let command = room.map_or_else(|| run.command.clone(), |w| cut_to(&run.command, w));
-        let mut cells: Vec<Cell> = row.into_iter().map(Cell::new).collect();
-        for numeric in [1, 2, 3, 4, 5] {
-            cells[numeric] = cells[numeric].clone().set_alignment(CellAlignment::Right);
-        }
-        cells.push(Cell::new(command));
-        table.add_row(cells);
-    }
-    let last = header.len();
-    for (i, column) in table.column_iter_mut().enumerate() {
-        column.set_padding((0, if i == last { 0 } else { 2 }));
-    }
-    table
-        .lines()
-        .map(|line| line.trim_end().to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
+    let commands: Vec<&str> = runs.iter().map(|r| r.command.as_str()).collect();
+    command_table(&header, &rows, &commands, &[1, 2, 3, 4, 5])
 }
 
 #[cfg(test)]

@@ -78,8 +78,20 @@ fn history_table(runs: &[RunRow]) -> String {
         })
         .collect();
     let header = ["ID", "STARTED", "DURATION", "STATUS", "LINES", "SIZE"];
-    // Two spaces between columns, as the table draws them.
-    let used: usize = (0..header.len())
+    let commands: Vec<&str> = runs.iter().map(|r| r.command.as_str()).collect();
+    command_table(&header, &rows, &commands, &[2, 4, 5])
+}
+
+/// An aligned table of `rows` under `header` with a last COMMAND column cut to what is left
+/// of the terminal's width; `numeric` columns are right-aligned. Two spaces between columns,
+/// none at the edges, as `ps` and `docker ps` print.
+pub(crate) fn command_table<const N: usize>(
+    header: &[&str; N],
+    rows: &[[String; N]],
+    commands: &[&str],
+    numeric: &[usize],
+) -> String {
+    let used: usize = (0..N)
         .map(|c| {
             rows.iter()
                 .map(|row| row[c].chars().count())
@@ -93,19 +105,17 @@ fn history_table(runs: &[RunRow]) -> String {
     let mut table = Table::new();
     table.load_preset(presets::NOTHING);
     table.set_header(header.iter().chain(["COMMAND"].iter()));
-    for (row, run) in rows.into_iter().zip(runs) {
-        let command = room.map_or_else(|| run.command.clone(), |w| cut_to(&run.command, w));
-        let mut cells: Vec<Cell> = row.into_iter().map(Cell::new).collect();
-        for numeric in [2, 4, 5] {
-            cells[numeric] = cells[numeric].clone().set_alignment(CellAlignment::Right);
+    for (row, command) in rows.iter().zip(commands) {
+        let command = room.map_or_else(|| command.to_string(), |w| cut_to(command, w));
+        let mut cells: Vec<Cell> = row.iter().map(Cell::new).collect();
+        for &column in numeric {
+            cells[column] = cells[column].clone().set_alignment(CellAlignment::Right);
         }
         cells.push(Cell::new(command));
         table.add_row(cells);
     }
-    // Two spaces between columns, none at the edges, as `ps` and `docker ps` print.
-    let last = header.len();
     for (i, column) in table.column_iter_mut().enumerate() {
-        column.set_padding((0, if i == last { 0 } else { 2 }));
+        column.set_padding((0, if i == N { 0 } else { 2 }));
     }
     table
         .lines()
@@ -115,14 +125,14 @@ fn history_table(runs: &[RunRow]) -> String {
 }
 
 /// The terminal's width when stdout is one (else the table is not cut).
-pub(crate) fn terminal_width() -> Option<usize> {
+fn terminal_width() -> Option<usize> {
     if !io::stdout().is_terminal() {
         return None;
     }
     terminal_size::terminal_size().map(|(w, _)| usize::from(w.0))
 }
 
-pub(crate) fn cut_to(text: &str, width: usize) -> String {
+fn cut_to(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }
