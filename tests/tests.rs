@@ -4,6 +4,7 @@ mod daemon;
 mod engine;
 mod helper;
 mod live;
+mod mcp;
 mod ops;
 mod read_cli;
 mod supervisor;
