@@ -60,6 +60,10 @@ enum Listener {
 
 /// Runs the daemon in the foreground until it is told to stop (or idles out).
 pub fn run(config: DaemonConfig) -> Result<()> {
+    // Signals are caught before the socket is bound: a client may connect (and a stop be
+    // asked for) as soon as it is, while the index is still being opened.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    watch_signals(stop_tx.clone())?;
     let data_dir = DataDir::open(&config.data_dir)
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
     let listener = claim_socket(&config.socket)?;
@@ -69,7 +73,17 @@ pub fn run(config: DaemonConfig) -> Result<()> {
         .thread_name("spillway-daemon")
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, data_dir, index, listener))
+    let stop = Stop {
+        tx: stop_tx,
+        rx: stop_rx,
+    };
+    runtime.block_on(serve(config, data_dir, index, listener, stop))
+}
+
+/// Asks the daemon to stop (signals, idle exit) and tells the accept loop.
+struct Stop {
+    tx: watch::Sender<bool>,
+    rx: watch::Receiver<bool>,
 }
 
 /// Opens the index and marks the runs a dead daemon left `running` as `interrupted`.
@@ -206,6 +220,7 @@ async fn serve(
     data_dir: DataDir,
     index: Index,
     listener: Listener,
+    stop: Stop,
 ) -> Result<()> {
     let (std_listener, owned_socket) = match listener {
         Listener::Bound {
@@ -216,8 +231,10 @@ async fn serve(
     };
     let listener = tokio::net::UnixListener::from_std(std_listener)
         .context("cannot register the socket with the runtime")?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    watch_signals(stop_tx.clone())?;
+    let Stop {
+        tx: stop_tx,
+        rx: stop_rx,
+    } = stop;
     let settings = Settings {
         default_timeout: config.default_timeout,
         kill_grace: config.kill_grace,

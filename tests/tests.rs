@@ -2,6 +2,7 @@
 
 mod daemon;
 mod engine;
+mod examples;
 mod helper;
 mod live;
 mod mcp;

@@ -386,6 +386,17 @@ mod tests {
     }
 
     #[test]
+    fn an_unreachable_daemon_is_a_clear_error() {
+        // Nothing can be created under /proc: no daemon is started, and the call says why.
+        let endpoint = Endpoint {
+            socket: "/proc/spillway-none/s.sock".into(),
+            data_dir: "/proc/spillway-none".into(),
+        };
+        let message = ask_blocking(&endpoint, "{}\n").unwrap_err();
+        assert!(message.contains("the daemon is unreachable"), "{message}");
+    }
+
+    #[test]
     fn every_tool_has_a_schema_and_a_description() {
         let server = SpillwayMcp::new(Endpoint {
             socket: "/nonexistent/s.sock".into(),
