@@ -85,6 +85,17 @@ enum Command {
     Ps(live_cli::PsArgs),
     /// Signal a run's whole process group and wait for it to end.
     Kill(live_cli::KillArgs),
+    /// Serve the Model Context Protocol on stdin/stdout: tools bash, read_output,
+    /// grep_output, wait, send_input, kill and history, backed by the daemon.
+    ///
+    /// Starts a daemon if none is running. Configure an agent to launch `spillway mcp`.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+struct McpArgs {
+    #[command(flatten)]
+    endpoint: EndpointArgs,
 }
 
 #[derive(Debug, Args)]
@@ -289,7 +300,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// A moment given as a duration ago (`2h`) or an RFC 3339 time.
-fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
+pub(crate) fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
     if let Ok(ago) = humantime::parse_duration(text) {
         let ago = chrono::Duration::from_std(ago).map_err(|e| e.to_string())?;
         return Ok(Utc::now() - ago);
@@ -412,6 +423,11 @@ pub fn main() -> ExitCode {
         Command::Follow(args) => live_cli::follow(args),
         Command::Ps(args) => live_cli::ps(args),
         Command::Kill(args) => live_cli::kill(args),
+        Command::Mcp(args) => args
+            .endpoint
+            .resolve()
+            .and_then(crate::mcp::serve_stdio)
+            .map(|()| ExitCode::SUCCESS),
     };
     match outcome {
         Ok(code) => code,

@@ -15,6 +15,8 @@
 //! Runs in flight: `live` holds what a run's reader has made of its output so far (shared with
 //! the daemon), `snapshot` previews it while it goes on, `follow` tails its spill file, `input`
 //! types into its terminal, and `live_cli` is the command line for all of it.
+//!
+//! `mcp` serves the same as tools over the Model Context Protocol, as a client of the daemon.
 
 pub mod capture;
 pub mod cli;
@@ -28,6 +30,7 @@ pub mod index;
 pub mod input;
 pub mod live;
 pub mod live_cli;
+pub mod mcp;
 pub mod normalise;
 pub mod ops;
 pub mod preview;

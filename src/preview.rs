@@ -14,7 +14,18 @@ use serde::{Deserialize, Serialize};
 use crate::capture::{CaptureView, SpillProblem};
 
 /// Which part of a long output the preview keeps.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// The first lines: where a compiler's root-cause error usually is.
@@ -90,6 +101,105 @@ impl NextStep for CliSteps {
         let pattern = pattern.replace('\'', r"'\''");
         format!("grep -n -E '{pattern}' {}", quote(spill))
     }
+}
+
+impl CliSteps {
+    /// The notice of `content` (a preview whose notice [`CliSteps`] worded for `spill`) with
+    /// its next steps worded by `to` instead.
+    ///
+    /// The daemon words every notice for the command line, and keeps finished runs' previews
+    /// as sent; a front end with other means (the MCP server's tools) rewords them on the way
+    /// out, so the daemon needs no per-client wording. This inverts [`CliSteps`] exactly:
+    /// each step is recognised by its full form with this spill's own path, and only inside
+    /// the notice (after the last empty line that starts `[spillway: `), so command output
+    /// that merely looks like a step is never changed.
+    pub fn reword(content: &str, spill: &Path, to: &dyn NextStep) -> String {
+        let Some(start) = content.rfind(NOTICE_START) else {
+            return content.to_string();
+        };
+        let (output, notice) = content.split_at(start);
+        format!("{output}{}", reword_steps(notice, spill, to))
+    }
+}
+
+/// What separates a preview's lines from its notice.
+const NOTICE_START: &str = "\n\n[spillway: ";
+
+/// How [`CliSteps::search`] starts.
+const SEARCH_START: &str = "grep -n -E '";
+
+/// Rewrites every step of `notice` that [`CliSteps`] would have written for `spill`.
+fn reword_steps(notice: &str, spill: &Path, to: &dyn NextStep) -> String {
+    let read_start = format!("spillway read {} --offset ", quote(spill));
+    let search_end = format!(" {}", quote(spill));
+    let mut out = String::with_capacity(notice.len());
+    let mut rest = notice;
+    loop {
+        let read_at = rest.find(&read_start);
+        let search_at = rest.find(SEARCH_START);
+        let (at, is_read) = match (read_at, search_at) {
+            (Some(r), Some(s)) if s < r => (s, false),
+            (Some(r), _) => (r, true),
+            (None, Some(s)) => (s, false),
+            (None, None) => break,
+        };
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let parsed = if is_read {
+            parse_read(rest, &read_start).map(|(line, len)| (to.read_from(spill, line), len))
+        } else {
+            parse_search(rest, &search_end).map(|(pattern, len)| (to.search(spill, &pattern), len))
+        };
+        match parsed {
+            Some((step, len)) => {
+                out.push_str(&step);
+                rest = &rest[len..];
+            }
+            // Not a step after all: keep its first character and look further on.
+            None => {
+                let skip = rest.chars().next().map_or(1, char::len_utf8);
+                out.push_str(&rest[..skip]);
+                rest = &rest[skip..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `spillway read PATH --offset N` at the start of `text`: N and the step's length.
+fn parse_read(text: &str, read_start: &str) -> Option<(u64, usize)> {
+    let digits = text[read_start.len()..]
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .count();
+    let end = read_start.len() + digits;
+    text[read_start.len()..end]
+        .parse()
+        .ok()
+        .map(|line| (line, end))
+}
+
+/// `grep -n -E 'PATTERN' PATH` at the start of `text`: the pattern, unquoted, and the
+/// step's length.
+fn parse_search(text: &str, search_end: &str) -> Option<(String, usize)> {
+    let mut pattern = String::new();
+    let mut pos = SEARCH_START.len();
+    loop {
+        let quote_at = pos + text[pos..].find('\'')?;
+        pattern.push_str(&text[pos..quote_at]);
+        // `'\''` is how CliSteps writes a quote inside the pattern.
+        if text[quote_at..].starts_with(r"'\''") {
+            pattern.push('\'');
+            pos = quote_at + 4;
+        } else {
+            pos = quote_at + 1;
+            break;
+        }
+    }
+    text[pos..]
+        .starts_with(search_end)
+        .then(|| (pattern, pos + search_end.len()))
 }
 
 /// Quotes a path for a shell command line, only when it needs it.

@@ -2,8 +2,10 @@
 
 mod daemon;
 mod engine;
+mod examples;
 mod helper;
 mod live;
+mod mcp;
 mod ops;
 mod read_cli;
 mod supervisor;

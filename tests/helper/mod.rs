@@ -1,6 +1,8 @@
 //! Shared helpers: run the real `spillway` binary with a private data directory.
 
 pub mod daemon;
+pub mod node;
+pub mod python;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

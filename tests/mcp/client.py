@@ -1,0 +1,110 @@
+"""Drives `spillway mcp` with the official Python MCP SDK, as an agent would.
+
+Usage: python client.py SPILLWAY_BINARY (with SPILLWAY_SOCKET and SPILLWAY_DATA_DIR set).
+Exits non-zero, saying which check failed, if any does.
+"""
+
+import asyncio
+import os
+import re
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+checks = 0
+
+
+def check(condition, what, detail=""):
+    global checks
+    if not condition:
+        raise AssertionError(f"{what}\n--- detail ---\n{detail}")
+    checks += 1
+
+
+def text_of(result):
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+async def main(binary):
+    env = {k: os.environ[k] for k in ("SPILLWAY_SOCKET", "SPILLWAY_DATA_DIR")}
+    server = StdioServerParameters(command=binary, args=["mcp"], env=env, cwd=os.getcwd())
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            check(init.server_info.name == "spillway", "server name", init)
+
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            want = {"bash", "read_output", "grep_output", "wait", "send_input", "kill", "history"}
+            check(set(tools) == want, "the tools", sorted(tools))
+            check("command" in tools["bash"].input_schema["properties"], "bash's schema", tools["bash"])
+            check(tools["bash"].input_schema.get("required") == ["command"], "bash requires command")
+
+            # 200,000 lines: a bounded preview that says how to read on.
+            big = await session.call_tool("bash", {"command": "seq 1 200000", "max_lines": 100})
+            text = text_of(big)
+            exit = big.structured_content
+            check(not big.is_error, "seq succeeded", text[-2000:])
+            check(exit["type"] == "exit" and exit["exit_code"] == 0, "exit event", exit)
+            check(exit["total_lines"] == 200000 and exit["truncated"], "the whole output counted", exit)
+            check(len(text) < 5000, f"bounded preview ({len(text)} chars)", text[-2000:])
+            check("spillway read" not in text and "grep -n" not in text, "no CLI wording", text[-1500:])
+            run_id = exit["id"]
+            step = re.search(r'call read_output with id="([^"]+)" offset=(\d+)', text)
+            check(step is not None and step.group(1) == run_id, "the notice names read_output", text[-1500:])
+            offset = int(step.group(2))
+            check(f'call grep_output with id="{run_id}"' in text, "the notice names grep_output", text[-1500:])
+            check(f"exited with code 0" in text, "says the exit code", text[-300:])
+
+            # Follow the notice as is.
+            page = await session.call_tool("read_output", {"id": run_id, "offset": offset, "limit": 3})
+            lines = text_of(page).splitlines()
+            check(lines[:3] == [str(offset), str(offset + 1), str(offset + 2)], "read_output from the offset", lines)
+            check(f"offset={offset + 3}" in lines[-1], "read_output says where to go on", lines[-1])
+            check(page.structured_content["next_offset"] == offset + 3, "structured page", page.structured_content)
+
+            found = await session.call_tool("grep_output", {"id": run_id, "pattern": "^12345$|^199999$"})
+            check(text_of(found).splitlines()[:2] == ["12345:12345", "199999:199999"], "grep_output", text_of(found))
+            check(found.structured_content["matches"] == 2, "structured grep", found.structured_content)
+
+            # A failing command is a result, not an error.
+            failed = await session.call_tool("bash", {"command": "echo oops >&2; exit 3"})
+            check(not failed.is_error, "a non-zero exit is not a tool error", text_of(failed))
+            check("oops" in text_of(failed) and "exited with code 3" in text_of(failed), "says code 3", text_of(failed))
+            check(failed.structured_content["exit_code"] == 3, "structured exit code", failed.structured_content)
+
+            # Errors come back as tool errors that say what is wrong.
+            unknown = await session.call_tool("read_output", {"id": "20200101-000000-aaaa"})
+            check(unknown.is_error and "unknown_run" in text_of(unknown), "unknown id", text_of(unknown))
+            bad_id = await session.call_tool("grep_output", {"id": "nope", "pattern": "x"})
+            check(bad_id.is_error and "YYYYMMDD-HHMMSS-xxxx" in text_of(bad_id), "malformed id", text_of(bad_id))
+            bad_regex = await session.call_tool("grep_output", {"id": run_id, "pattern": "(unclosed"})
+            check(bad_regex.is_error and "bad_pattern" in text_of(bad_regex), "bad regex", text_of(bad_regex))
+
+            # A run that yields, takes input, and is waited for.
+            prompt = await session.call_tool(
+                "bash", {"command": "read -p 'continue? ' answer; echo got $answer", "yield_seconds": 0.5}
+            )
+            check(prompt.structured_content["type"] == "running", "yields while it waits", text_of(prompt))
+            live_id = prompt.structured_content["id"]
+            check(f'call wait with id="{live_id}"' in text_of(prompt), "says how to go on", text_of(prompt))
+            sent = await session.call_tool("send_input", {"id": live_id, "text": "yes"})
+            check(not sent.is_error, "send_input", text_of(sent))
+            done = await session.call_tool("wait", {"id": live_id})
+            check("got yes" in text_of(done) and "exited with code 0" in text_of(done), "wait", text_of(done))
+
+            sleeper = await session.call_tool("bash", {"command": "sleep 600", "yield_seconds": 0.2})
+            sleeper_id = sleeper.structured_content["id"]
+            killed = await session.call_tool("kill", {"id": sleeper_id})
+            check(killed.structured_content["status"] == "killed", "kill", text_of(killed))
+
+            history = await session.call_tool("history", {"command": "seq 1 200000"})
+            check(run_id in text_of(history), "history lists the run", text_of(history))
+            failed_only = await session.call_tool("history", {"status": "failed", "since": "1h"})
+            check(failed.structured_content["id"] in text_of(failed_only), "history filters", text_of(failed_only))
+
+    print(f"mcp client: {checks} checks passed")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
