@@ -114,14 +114,6 @@ pub struct Capture {
     highlighter: Option<Highlighter>,
 }
 
-/// The default highlight patterns, compiled once per process.
-fn default_patterns() -> Patterns {
-    static DEFAULT: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
-    DEFAULT
-        .get_or_init(|| Patterns::new(&[]).expect("the default highlight patterns are valid"))
-        .clone()
-}
-
 impl Capture {
     /// Starts a capture; with [`SpillPolicy::Always`] the spill file is created now, and a
     /// failure to create it is kept for the notice rather than returned.
@@ -141,7 +133,7 @@ impl Capture {
             open_line_bytes: 0,
             last_ended_line_bytes: 0,
             spill,
-            highlighter: Some(Highlighter::new(default_patterns())),
+            highlighter: Some(Highlighter::new(Patterns::defaults())),
         }
     }
 

@@ -365,7 +365,7 @@ impl HighlightArgs {
         if self.no_highlights {
             return Ok(None);
         }
-        Ok(Some(Patterns::new(&self.extra)?))
+        Ok(Some(Patterns::with_extra(&self.extra)?))
     }
 }
 

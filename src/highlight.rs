@@ -58,10 +58,16 @@ const WEAK: &[&str] = &[
     r"^make(\[\d+\])?: ",
 ];
 
-/// Literals of which every default pattern needs one: a search for these alone runs at memory
-/// speed (the regex crate turns it into a SIMD multi-literal search), and only the lines that
-/// contain one are tried against the patterns themselves.
-const LITERALS: &str = r"error|Error|Exception|panic|FAIL|ERROR|npm |FATAL|CRITICAL|\*\*\*|Traceback|Caused by|\.go:|make";
+/// What every default pattern needs, literally, in the place it needs it: a search for these
+/// runs at memory speed (a SIMD multi-literal search, then a check of the line anchor), and
+/// only the lines that hold one are tried against the patterns themselves. The anchors matter:
+/// a log with an `ERROR` level in the middle of many lines must not send each of them to the
+/// full patterns, which want `ERROR ` at a line's start.
+const PREFILTER: &str = r"(?m)^(?:error|fatal error|Caused by: |FAILED |ERROR |--- FAIL: |panic: |npm |\[ERROR\] |Traceback|FAIL|make)|: (?:fatal )?error: |panicked at |\.go:|error TS|Error|Exception|FATAL|CRITICAL|\*\*\* | \.\.\. FAILED";
+
+/// Cap on each thread's lazy-DFA cache for the patterns: every run's reader thread gets its
+/// own, and the default (a few MiB) times 32 runs in flight would dominate the daemon's memory.
+const DFA_CACHE_BYTES: usize = 256 * 1024;
 
 /// A line after a candidate that says where it happened, kept with it.
 const LOCATION: &str = r#"^\s*(--> |at |File ")"#;
@@ -86,6 +92,24 @@ pub struct BadPattern {
 }
 
 impl Patterns {
+    /// The default patterns, compiled once per process (compiling them costs milliseconds,
+    /// too much for every run).
+    pub fn defaults() -> Patterns {
+        static DEFAULT: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
+        DEFAULT
+            .get_or_init(|| Patterns::new(&[]).expect("the default highlight patterns are valid"))
+            .clone()
+    }
+
+    /// The defaults when `extra` is empty, else the default patterns plus `extra`.
+    pub fn with_extra(extra: &[String]) -> Result<Patterns, BadPattern> {
+        if extra.is_empty() {
+            Ok(Patterns::defaults())
+        } else {
+            Patterns::new(extra)
+        }
+    }
+
     /// The default patterns, plus `extra` (the user's `--highlight`), which count as strong.
     pub fn new(extra: &[String]) -> Result<Patterns, BadPattern> {
         for pattern in extra {
@@ -108,6 +132,7 @@ impl Patterns {
         };
         let any = RegexBuilder::new(&all.join("|"))
             .multi_line(true)
+            .dfa_size_limit(DFA_CACHE_BYTES)
             .build()
             .map_err(|e| BadPattern {
                 pattern: all.join("|"),
@@ -119,7 +144,7 @@ impl Patterns {
             // A user's pattern may need none of the literals: then every line is tried.
             prefilter: extra
                 .is_empty()
-                .then(|| Regex::new(LITERALS).expect("the literal prefilter is valid")),
+                .then(|| Regex::new(PREFILTER).expect("the prefilter is valid")),
             weak: build(&weak)?,
             extra: build(extra)?,
             location: Regex::new(LOCATION).expect("the location pattern is valid"),
@@ -388,6 +413,62 @@ mod tests {
             found(&[text])[0].context.as_deref(),
             Some("  --> src/lib.rs:3:5")
         );
+    }
+
+    /// Every line the patterns match must hold a prefilter hit, or it would never be tried.
+    fn prefilter_covers(line: &str) -> bool {
+        let p = Patterns::defaults();
+        !p.any.is_match(line) || p.prefilter.as_ref().unwrap().is_match(line)
+    }
+
+    #[test]
+    fn the_prefilter_never_hides_a_match() {
+        for line in [
+            "error[E0308]: mismatched types",
+            "error: linking with `cc` failed",
+            "fatal error: stdio.h: No such file or directory",
+            "main.c:34:14: error: no member",
+            "main.c:1:2: fatal error: x.h: No such file",
+            "thread 'main' panicked at src/main.rs:2:5:",
+            "pkg/a.go:12:3: undefined: foo",
+            "src/a.ts:1:2 - error TS2552: Cannot find name",
+            "ValueError: bad value",
+            "java.lang.NullPointerException",
+            "Exception in thread \"main\" java.lang.RuntimeException: boom",
+            "Caused by: java.io.IOException: disk",
+            "FAILED tests/a.py::t - AssertionError",
+            "ERROR tests/b.py - ImportError",
+            "--- FAIL: TestThing (0.00s)",
+            "panic: runtime error: index out of range",
+            "test parser::tests::it_works ... FAILED",
+            "npm ERR! code E404",
+            "npm error code E404",
+            "[ERROR] Failed to execute goal",
+            "2026-01-01 FATAL disk on fire",
+            "CRITICAL: out of memory",
+            "make[1]: *** [Makefile:3: all] Error 1",
+            "Traceback (most recent call last):",
+            "FAIL\tgithub.com/x/y\t0.01s",
+        ] {
+            assert!(Patterns::defaults().is_match(line), "{line}");
+            assert!(prefilter_covers(line), "{line}");
+        }
+        assert!(!Patterns::defaults().is_match("2026-11-21T09:51:14Z ERROR worker-3 retrying"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_match_is_a_prefilter_hit(
+            words in proptest::collection::vec(proptest::sample::select(vec![
+                "error", "Error", "ERROR", "error:", "error[E0001]:", ": error: ", "fatal", "FAIL",
+                "FAILED", "panic:", "panicked at", "npm", "ERR!", "[ERROR]", "TS2552:", "x.go:1:2:",
+                "Exception", "Caused", "by:", "FATAL", "CRITICAL", "***", "make:", "Traceback",
+                "(most", "recent", "call", "last):", "test", "...", "a", "b.c:1:2:", "---", " ", "\t",
+            ]), 0..8),
+        ) {
+            let line = words.concat();
+            proptest::prop_assert!(prefilter_covers(&line), "{line:?}");
+        }
     }
 
     #[test]

@@ -636,7 +636,7 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         }
         None
     } else {
-        Some(Patterns::new(&r.highlight).map_err(|e| ErrorEvent {
+        Some(Patterns::with_extra(&r.highlight).map_err(|e| ErrorEvent {
             code: ErrorCode::BadPattern,
             message: e.to_string(),
         })?)
