@@ -58,12 +58,21 @@ const WEAK: &[&str] = &[
     r"^make(\[\d+\])?: ",
 ];
 
-/// What every default pattern needs, literally, in the place it needs it: a search for these
-/// runs at memory speed (a SIMD multi-literal search, then a check of the line anchor), and
-/// only the lines that hold one are tried against the patterns themselves. The anchors matter:
-/// a log with an `ERROR` level in the middle of many lines must not send each of them to the
-/// full patterns, which want `ERROR ` at a line's start.
-const PREFILTER: &str = r"(?m)^(?:error|fatal error|Caused by: |FAILED |ERROR |--- FAIL: |panic: |npm |\[ERROR\] |Traceback|FAIL|make)|: (?:fatal )?error: |panicked at |\.go:|error TS|Error|Exception|FATAL|CRITICAL|\*\*\* | \.\.\. FAILED";
+/// What every default pattern needs, literally: a search for these alone runs at memory speed
+/// (a SIMD multi-literal search: anchors or classes in it would cost a full scan), and only the
+/// lines that hold one are tried against the patterns themselves.
+const PREFILTER: &str = r"error|Error|Exception|panic|FAIL|ERROR |\[ERROR\]|npm |FATAL|CRITICAL|\*\*\* |Traceback|Caused by|\.go:|make";
+
+/// Prefilter literals the patterns only want at a line's start: a hit elsewhere (a log's
+/// `ERROR` level mid-line) is passed over without trying the patterns.
+const LINE_START_ONLY: &[&str] = &[
+    "ERROR ",
+    "[ERROR]",
+    "npm ",
+    "Traceback",
+    "Caused by",
+    "make",
+];
 
 /// Cap on each thread's lazy-DFA cache for the patterns: every run's reader thread gets its
 /// own, and the default (a few MiB) times 32 runs in flight would dominate the daemon's memory.
@@ -153,8 +162,7 @@ impl Patterns {
 
     /// Whether `line` (one line, no newline needed) looks like an error.
     pub fn is_match(&self, line: &str) -> bool {
-        let line = line.strip_suffix('\n').unwrap_or(line);
-        self.prefilter.as_ref().is_none_or(|p| p.is_match(line)) && self.any.is_match(line)
+        self.any.is_match(line.strip_suffix('\n').unwrap_or(line))
     }
 
     fn is_weak(&self, line: &str) -> bool {
@@ -278,48 +286,51 @@ impl Highlighter {
     /// Scans complete lines (`text` ends with a newline or is empty), `ended` lines having
     /// ended before them.
     fn scan(&mut self, text: &str, mut ended: u64) {
+        if let Some(first_end) = text.find('\n') {
+            self.take_context(&text[..first_end], false);
+        }
         let mut counted = 0; // bytes of `text` whose newlines are in `ended`
         let mut from = 0;
-        if self.wants_context
-            && let Some(end) = text.find('\n')
-        {
-            self.take_context(&text[..end], false);
-        }
-        while let Some(hit) = self.next_match(text, from) {
+        while let Some((hit, literal)) = self.next_hit(text, from) {
             let start = text[..hit].rfind('\n').map_or(0, |i| i + 1);
-            let end = start + text[start..].find('\n').unwrap_or(text.len() - start);
-            from = end + 1;
-            if !self.patterns.any.is_match(&text[start..end]) {
-                if from >= text.len() {
-                    break;
-                }
+            let prefiltered = self.patterns.prefilter.is_some();
+            if prefiltered && hit != start && LINE_START_ONLY.contains(&literal) {
+                from = hit + literal.len();
                 continue;
             }
-            ended += memchr::memchr_iter(b'\n', &text.as_bytes()[counted..start]).count() as u64;
-            counted = start;
-            let number = ended + 1;
-            self.found_at(number, &text[start..end]);
-            if self.wants_context {
-                let next_end = text[end + 1..].find('\n').map(|i| end + 1 + i);
-                if let Some(next_end) = next_end {
-                    self.take_context(&text[end + 1..next_end], false);
-                }
-            }
-            if from >= text.len() {
+            let Some(len) = text[start..].find('\n') else {
                 break;
+            };
+            let end = start + len;
+            from = end + 1;
+            if self.patterns.any.is_match(&text[start..end]) {
+                ended +=
+                    memchr::memchr_iter(b'\n', &text.as_bytes()[counted..start]).count() as u64;
+                counted = start;
+                self.found_at(ended + 1, &text[start..end]);
+                self.take_following_context(text, end);
             }
         }
     }
 
-    /// Where the next line worth trying starts being interesting: a literal of the prefilter,
-    /// or a match of the patterns themselves when there is no prefilter.
-    fn next_match(&self, text: &str, from: usize) -> Option<usize> {
+    /// Offers the line after the one ending at `end` as context, if it is in `text`.
+    fn take_following_context(&mut self, text: &str, end: usize) {
+        if self.wants_context
+            && let Some(len) = text[end + 1..].find('\n')
+        {
+            self.take_context(&text[end + 1..end + 1 + len], false);
+        }
+    }
+
+    /// The next place worth a look, and the text found there: a prefilter literal, or a match
+    /// of the patterns themselves when there is no prefilter (the user added patterns).
+    fn next_hit<'t>(&self, text: &'t str, from: usize) -> Option<(usize, &'t str)> {
         let finder = self
             .patterns
             .prefilter
             .as_ref()
             .unwrap_or(&self.patterns.any);
-        finder.find_at(text, from).map(|m| m.start())
+        finder.find_at(text, from).map(|m| (m.start(), m.as_str()))
     }
 
     fn found_at(&mut self, line: u64, text: &str) {
