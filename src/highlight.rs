@@ -58,16 +58,17 @@ const WEAK: &[&str] = &[
     r"^make(\[\d+\])?: ",
 ];
 
-/// What every default pattern needs, literally: a search for these alone runs at memory speed
-/// (a SIMD multi-literal search: anchors or classes in it would cost a full scan), and only the
-/// lines that hold one are tried against the patterns themselves.
-const PREFILTER: &str = r"error|Error|Exception|panic|FAIL|ERROR |\[ERROR\]|npm |FATAL|CRITICAL|\*\*\* |Traceback|Caused by|\.go:|make";
+/// What the default patterns need, literally, anywhere in a line: a search for these alone runs
+/// at memory speed (a SIMD multi-literal search), and only the lines that hold one are tried
+/// against the patterns themselves.
+const PREFILTER: &str = r"error|Error|Exception|panic|FAIL|FATAL|CRITICAL|\*\*\* |\.go:";
 
-/// Prefilter literals the patterns only want at a line's start: a hit elsewhere (a log's
-/// `ERROR` level mid-line) is passed over without trying the patterns.
-const LINE_START_ONLY: &[&str] = &[
+/// What the other default patterns need at a line's start (`ERROR `, `npm ERR!`, ...): checked
+/// at each line's first bytes, never searched for, so a log with an `ERROR` level in the middle
+/// of every fifth line costs a byte compare per line, not a search hit.
+const LINE_STARTS: &[&str] = &[
     "ERROR ",
-    "[ERROR]",
+    "[ERROR] ",
     "npm ",
     "Traceback",
     "Caused by",
@@ -290,19 +291,11 @@ impl Highlighter {
             self.take_context(&text[..first_end], false);
         }
         let mut counted = 0; // bytes of `text` whose newlines are in `ended`
-        let mut from = 0;
-        while let Some((hit, literal)) = self.next_hit(text, from) {
-            let start = text[..hit].rfind('\n').map_or(0, |i| i + 1);
-            let prefiltered = self.patterns.prefilter.is_some();
-            if prefiltered && hit != start && LINE_START_ONLY.contains(&literal) {
-                from = hit + literal.len();
-                continue;
-            }
+        for start in self.candidate_lines(text) {
             let Some(len) = text[start..].find('\n') else {
                 break;
             };
             let end = start + len;
-            from = end + 1;
             if self.patterns.any.is_match(&text[start..end]) {
                 ended +=
                     memchr::memchr_iter(b'\n', &text.as_bytes()[counted..start]).count() as u64;
@@ -313,6 +306,50 @@ impl Highlighter {
         }
     }
 
+    /// Starts of the lines of `text` worth trying against the patterns, in order, each once:
+    /// those holding a prefilter literal and those beginning with a [`LINE_STARTS`] literal
+    /// (or, with the user's patterns, those the patterns match).
+    fn candidate_lines(&self, text: &str) -> Vec<usize> {
+        let line_start = |at: usize| text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let Some(prefilter) = &self.patterns.prefilter else {
+            let mut starts: Vec<usize> = Vec::new();
+            let mut from = 0;
+            while let Some(m) = self.patterns.any.find_at(text, from) {
+                let start = line_start(m.start());
+                starts.push(start);
+                from = start
+                    + text[start..]
+                        .find('\n')
+                        .map_or(text.len() - start, |i| i + 1);
+                if from >= text.len() {
+                    break;
+                }
+            }
+            return starts;
+        };
+        let mut starts: Vec<usize> = prefilter
+            .find_iter(text)
+            .map(|m| line_start(m.start()))
+            .collect();
+        // One byte compare for most lines: only these bytes begin a LINE_STARTS literal.
+        let begins = |at: usize| {
+            let rest = &text.as_bytes()[at..];
+            matches!(rest.first(), Some(b'E' | b'[' | b'n' | b'T' | b'C' | b'm'))
+                && LINE_STARTS.iter().any(|l| rest.starts_with(l.as_bytes()))
+        };
+        if begins(0) {
+            starts.push(0);
+        }
+        starts.extend(
+            memchr::memchr_iter(b'\n', text.as_bytes())
+                .map(|nl| nl + 1)
+                .filter(|&at| at < text.len() && begins(at)),
+        );
+        starts.sort_unstable();
+        starts.dedup();
+        starts
+    }
+
     /// Offers the line after the one ending at `end` as context, if it is in `text`.
     fn take_following_context(&mut self, text: &str, end: usize) {
         if self.wants_context
@@ -320,17 +357,6 @@ impl Highlighter {
         {
             self.take_context(&text[end + 1..end + 1 + len], false);
         }
-    }
-
-    /// The next place worth a look, and the text found there: a prefilter literal, or a match
-    /// of the patterns themselves when there is no prefilter (the user added patterns).
-    fn next_hit<'t>(&self, text: &'t str, from: usize) -> Option<(usize, &'t str)> {
-        let finder = self
-            .patterns
-            .prefilter
-            .as_ref()
-            .unwrap_or(&self.patterns.any);
-        finder.find_at(text, from).map(|m| (m.start(), m.as_str()))
     }
 
     fn found_at(&mut self, line: u64, text: &str) {
@@ -429,7 +455,9 @@ mod tests {
     /// Every line the patterns match must hold a prefilter hit, or it would never be tried.
     fn prefilter_covers(line: &str) -> bool {
         let p = Patterns::defaults();
-        !p.any.is_match(line) || p.prefilter.as_ref().unwrap().is_match(line)
+        !p.any.is_match(line)
+            || p.prefilter.as_ref().unwrap().is_match(line)
+            || LINE_STARTS.iter().any(|l| line.starts_with(l))
     }
 
     #[test]
