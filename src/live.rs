@@ -47,6 +47,24 @@ struct Pipeline {
     text: String,
 }
 
+impl Pipeline {
+    /// Normalises `chunk` into the capture, or with `None` the end of the output (the line
+    /// still pending).
+    fn take(&mut self, chunk: Option<&[u8]>) {
+        match chunk {
+            Some(chunk) => self.normaliser.feed(chunk, &mut self.text),
+            None => self.normaliser.finish(&mut self.text),
+        }
+        self.capture.write_owned(&mut self.text);
+    }
+
+    /// Bytes and lines captured so far.
+    fn totals(&self) -> (u64, u64) {
+        let view = self.capture.view();
+        (view.total_bytes, view.total_lines)
+    }
+}
+
 /// A run's live state; see the module docs.
 pub struct Live {
     pipeline: Mutex<Pipeline>,
@@ -164,16 +182,9 @@ impl Live {
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         self.last_output_ms.store(ms, Ordering::Relaxed);
         let (bytes, lines) = {
-            let mut guard = self.pipeline();
-            let Pipeline {
-                normaliser,
-                capture,
-                text,
-            } = &mut *guard;
-            normaliser.feed(chunk, text);
-            capture.write_owned(text);
-            let view = capture.view();
-            (view.total_bytes, view.total_lines)
+            let mut pipeline = self.pipeline();
+            pipeline.take(Some(chunk));
+            pipeline.totals()
         };
         self.publish(bytes, lines);
         if let Some(raw) = &self.raw
@@ -210,19 +221,13 @@ impl Live {
         if let Ok(mut input) = self.input.try_lock() {
             input.take();
         }
-        let (preview, bytes, lines) = {
-            let mut guard = self.pipeline();
-            let Pipeline {
-                normaliser,
-                capture,
-                text,
-            } = &mut *guard;
-            normaliser.finish(text);
-            capture.write_owned(text);
-            capture.finish();
-            let view = capture.view();
+        let (preview, (bytes, lines)) = {
+            let mut pipeline = self.pipeline();
+            pipeline.take(None);
+            pipeline.capture.finish();
+            let view = pipeline.capture.view();
             let preview = Preview::build_with(&view, self.direction, &CliSteps, self.max_tokens);
-            (preview, view.total_bytes, view.total_lines)
+            (preview, pipeline.totals())
         };
         self.publish(bytes, lines);
         preview
