@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use crate::highlight::{Candidate, Highlighter, Patterns};
+use crate::highlight::{Findings, Patterns, SharedHighlighter};
 use crate::spill::{DataDir, SpillFile};
 
 /// Default preview line limit.
@@ -22,6 +22,8 @@ pub const DEFAULT_MAX_BYTES: usize = 51200;
 pub const MAX_MAX_LINES: usize = 1_000_000;
 /// Largest accepted byte limit (64 MiB): capture holds about twice this in memory.
 pub const MAX_MAX_BYTES: usize = 64 << 20;
+/// Default cap on one spill file (1 GiB): `yes` left running must not fill the disk.
+pub const DEFAULT_MAX_SPILL: u64 = 1 << 30;
 
 /// Preview limits: whichever is hit first truncates the output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,8 +112,15 @@ pub struct Capture {
     /// Bytes of the last line that ended, without its newline.
     last_ended_line_bytes: u64,
     spill: Spill,
+    /// Most bytes the spill file takes; past them only the preview's part goes on.
+    spill_cap: u64,
+    /// Bytes given to the spill file.
+    spilled: u64,
+    /// Set when the spill reached its cap: the first line not wholly in it.
+    capped_at_line: Option<u64>,
     /// Finds lines that look like errors, for the preview's highlights (None: turned off).
-    highlighter: Option<Highlighter>,
+    /// While a spill file is open its writer thread feeds it; until then, this one does.
+    highlighter: Option<(Patterns, SharedHighlighter)>,
 }
 
 impl Capture {
@@ -133,20 +142,40 @@ impl Capture {
             open_line_bytes: 0,
             last_ended_line_bytes: 0,
             spill,
-            highlighter: Some(Highlighter::new(Patterns::defaults())),
+            spill_cap: DEFAULT_MAX_SPILL,
+            spilled: 0,
+            capped_at_line: None,
+            highlighter: None,
         }
+        .with_highlights(Some(Patterns::defaults()))
+    }
+
+    /// Caps the spill file at `bytes` instead of [`DEFAULT_MAX_SPILL`]. Call before the first
+    /// write.
+    pub fn with_spill_cap(mut self, bytes: u64) -> Capture {
+        self.spill_cap = bytes;
+        self
     }
 
     /// Looks for highlights with `patterns` instead of the defaults, or not at all with `None`.
+    /// Call before the first write.
     pub fn with_highlights(mut self, patterns: Option<Patterns>) -> Capture {
-        self.highlighter = patterns.map(Highlighter::new);
+        self.highlighter = patterns.map(|p| (p.clone(), SharedHighlighter::new(p)));
+        self.hand_scanning_to_the_spill();
         self
+    }
+
+    /// Lets the open spill file's writer thread scan for highlights from here on.
+    fn hand_scanning_to_the_spill(&mut self) {
+        if let Spill::Open(file) = &mut self.spill {
+            file.scan_with(self.highlighter.as_ref().map(|(_, h)| h.clone()));
+        }
     }
 
     /// Takes the next piece of normalised output.
     pub fn write(&mut self, text: &str) {
-        if let Some(file) = self.record(text) {
-            file.write(text.as_bytes());
+        if let Some((file, keep)) = self.record(text) {
+            spill_part(file, text.as_bytes(), keep);
         }
     }
 
@@ -155,7 +184,11 @@ impl Capture {
     pub fn write_owned(&mut self, text: &mut String) {
         let owned = std::mem::take(text);
         let bytes = match self.record(&owned) {
-            Some(file) => file.write_owned(owned.into_bytes()),
+            Some((file, keep)) if keep == owned.len() => file.write_owned(owned.into_bytes()),
+            Some((file, keep)) => {
+                spill_part(file, owned.as_bytes(), keep);
+                owned.into_bytes()
+            }
             None => owned.into_bytes(),
         };
         let mut spare = bytes;
@@ -164,25 +197,48 @@ impl Capture {
     }
 
     /// Counts and keeps what the preview needs of `text`; returns the spill file it must go
-    /// to, if one is open.
-    fn record(&mut self, text: &str) -> Option<&mut SpillFile> {
+    /// to, if one is open, with how many of its bytes the file takes.
+    fn record(&mut self, text: &str) -> Option<(&mut SpillFile, usize)> {
         let bytes = text.as_bytes();
         if bytes.is_empty() {
             return None;
         }
-        let ended_before = self.newlines;
+        let lines_before = self.newlines;
         self.count_lines(bytes);
-        if let Some(highlighter) = &mut self.highlighter {
-            highlighter.write(text, ended_before);
-        }
         self.total_bytes += bytes.len() as u64;
         self.open_pending_spill();
         self.keep_head(bytes);
         self.keep_tail(bytes);
+        if !matches!(self.spill, Spill::Open(_)) {
+            if let Some((_, highlighter)) = &self.highlighter {
+                highlighter.write(bytes);
+            }
+            return None;
+        }
+        let keep = self.spill_share(bytes, lines_before);
         match &mut self.spill {
-            Spill::Open(file) => Some(file),
+            Spill::Open(file) => Some((file, keep)),
             _ => None,
         }
+    }
+
+    /// How many bytes of `bytes` (which follow `lines_before` ended lines) the spill file
+    /// takes: all of them below the cap, then what fits, cut at a char boundary, then none.
+    fn spill_share(&mut self, bytes: &[u8], lines_before: u64) -> usize {
+        if self.capped_at_line.is_some() {
+            return 0;
+        }
+        let room = self.spill_cap.saturating_sub(self.spilled);
+        let mut keep = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
+        if keep < bytes.len() {
+            while keep > 0 && (bytes[keep] as i8) < -0x40 {
+                keep -= 1; // a UTF-8 continuation byte: back to the char's start
+            }
+            let ended = memchr::memchr_iter(b'\n', &bytes[..keep]).count() as u64;
+            self.capped_at_line = Some(lines_before + ended + 1);
+        }
+        self.spilled += keep as u64;
+        keep
     }
 
     /// Passes what the spill file has gathered to its writer; call when no more output is
@@ -195,11 +251,12 @@ impl Capture {
 
     /// Flushes the spill file; call once the output has ended.
     pub fn finish(&mut self) {
-        if let Some(highlighter) = &mut self.highlighter {
-            highlighter.finish(self.newlines);
-        }
+        // The writer thread scans what it writes: let it finish first.
         if let Spill::Open(file) = &mut self.spill {
             file.flush();
+        }
+        if let Some((_, highlighter)) = &self.highlighter {
+            highlighter.finish();
         }
     }
 
@@ -235,7 +292,16 @@ impl Capture {
             },
             spill_path,
             spill_problem,
-            highlights: self.highlighter.as_ref(),
+            spill_capped: self.capped_at_line.map(|line| SpillCap {
+                bytes: self.spill_cap,
+                line,
+            }),
+            highlights: self.highlighter.as_ref().map(|(patterns, _)| patterns),
+            findings: self
+                .highlighter
+                .as_ref()
+                .map(|(_, h)| h.findings())
+                .unwrap_or_default(),
         }
     }
 
@@ -268,11 +334,16 @@ impl Capture {
         if let Spill::Pending(dir) = &self.spill
             && self.is_over_limits()
         {
-            // Until this piece the output fitted the limits, so the head holds all of it.
+            // Until this piece the output fitted the limits, so the head holds all of it, and
+            // it has been scanned for highlights already.
             self.spill = open_spill(dir);
+            let head = std::mem::take(&mut self.head);
+            let keep = self.spill_share(&head, 0);
             if let Spill::Open(file) = &mut self.spill {
-                file.write(&self.head);
+                spill_part(file, &head, keep);
             }
+            self.head = head;
+            self.hand_scanning_to_the_spill();
         }
     }
 
@@ -297,6 +368,15 @@ impl Capture {
     }
 }
 
+/// Gives `bytes` to `file`, which takes only the first `keep` of them when they reach its cap.
+fn spill_part(file: &mut SpillFile, bytes: &[u8], keep: usize) {
+    if keep == bytes.len() {
+        file.write(bytes);
+    } else {
+        file.write_and_close(bytes, keep);
+    }
+}
+
 fn open_spill(dir: &DataDir) -> Spill {
     match dir.create_spill() {
         Ok(file) => Spill::Open(file),
@@ -313,8 +393,16 @@ pub enum SpillProblem<'a> {
     Incomplete { written: u64, error: &'a str },
 }
 
+/// A spill file that reached its cap: it holds the first `bytes` bytes of the output, which end
+/// inside or just before `line`, the first line it lacks (in part or whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpillCap {
+    pub bytes: u64,
+    pub line: u64,
+}
+
 /// A borrowed snapshot of a capture, for building a preview.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CaptureView<'a> {
     /// The limits the capture was sized for.
     pub limits: Limits,
@@ -332,18 +420,15 @@ pub struct CaptureView<'a> {
     pub last_line_bytes: u64,
     pub spill_path: Option<&'a Path>,
     pub spill_problem: Option<SpillProblem<'a>>,
-    /// Lines that look like errors, when highlights are on.
-    pub highlights: Option<&'a Highlighter>,
+    /// Set when the spill file reached its cap and stopped growing.
+    pub spill_capped: Option<SpillCap>,
+    /// The patterns of lines that look like errors, when highlights are on.
+    pub highlights: Option<&'a Patterns>,
+    /// The lines found to match them so far.
+    pub findings: Findings,
 }
 
-impl<'a> CaptureView<'a> {
-    /// The kept highlight candidates, in output order.
-    pub fn candidates(&self) -> Vec<&'a Candidate> {
-        self.highlights
-            .map(Highlighter::candidates)
-            .unwrap_or_default()
-    }
-
+impl CaptureView<'_> {
     /// Whether the head holds the whole output.
     pub fn is_whole(&self) -> bool {
         self.head.len() as u64 == self.total_bytes
@@ -455,5 +540,54 @@ mod tests {
             Some(SpillProblem::NotCreated { .. })
         ));
         assert_eq!(v.total_lines, 1);
+    }
+    /// Writes `chunks` to a capture whose spill is capped at `cap` bytes; returns it finished,
+    /// with the spill file's content.
+    fn capped(policy: fn(DataDir) -> SpillPolicy, cap: u64, chunks: &[&str]) -> (Capture, String) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let mut c = Capture::new(Limits::new(2, 100).unwrap(), policy(dir)).with_spill_cap(cap);
+        for chunk in chunks {
+            let mut owned = chunk.to_string();
+            c.write_owned(&mut owned);
+        }
+        c.finish();
+        let spill = std::fs::read_to_string(c.view().spill_path.unwrap()).unwrap();
+        (c, spill)
+    }
+
+    #[test]
+    fn a_capped_spill_stops_growing_while_counters_tail_and_highlights_go_on() {
+        let big = "x".repeat(300 * 1024); // handed over whole, as a batch of its own
+        let chunks = [
+            "one\ntwo\n",
+            "three\n",
+            &big,
+            "\nerror: after the cap\nlast\n",
+        ];
+        for policy in [SpillPolicy::Always, SpillPolicy::WhenTruncated] {
+            let (c, spill) = capped(policy, 10, &chunks);
+            assert_eq!(spill, "one\ntwo\nth");
+            let v = c.view();
+            assert_eq!(v.spill_capped, Some(SpillCap { bytes: 10, line: 3 }));
+            assert_eq!(v.total_lines, 6);
+            assert_eq!(v.total_bytes, chunks.concat().len() as u64);
+            assert!(v.tail.ends_with(b"cap\nlast\n"));
+            let lines: Vec<u64> = v.findings.candidates.iter().map(|c| c.line).collect();
+            assert_eq!(lines, [5], "highlights keep going past the cap");
+        }
+    }
+
+    #[test]
+    fn a_cap_on_a_line_boundary_names_the_next_line_and_never_splits_a_char() {
+        let (c, spill) = capped(SpillPolicy::Always, 8, &["one\ntwo\n", "three\n"]);
+        assert_eq!(spill, "one\ntwo\n");
+        assert_eq!(c.view().spill_capped.unwrap().line, 3);
+        // "é" is two bytes: a cap in its middle stops before it.
+        let (c, spill) = capped(SpillPolicy::Always, 4, &["abcé", "\nmore\n"]);
+        assert_eq!(spill, "abc");
+        assert_eq!(c.view().spill_capped.unwrap().line, 1);
+        let (c, spill) = capped(SpillPolicy::Always, 100, &["abc\n"]);
+        assert_eq!((spill.as_str(), c.view().spill_capped), ("abc\n", None));
     }
 }

@@ -212,6 +212,9 @@ impl EndpointArgs {
 struct RunArgs {
     #[command(flatten)]
     limits: LimitArgs,
+    /// Cap on this run's spill file (e.g. 100MiB) [default: the daemon's --max-spill].
+    #[arg(long, value_name = "SIZE", value_parser = parse_spill_cap)]
+    max_spill: Option<u64>,
     #[command(flatten)]
     highlights: HighlightArgs,
     /// Also hold the preview to this many model tokens (o200k tokenizer).
@@ -291,6 +294,16 @@ struct DaemonArgs {
     /// Disk quota for spills (e.g. 10GiB, 500MB): the oldest finished runs go first.
     #[arg(long, env = "SPILLWAY_MAX_DISK", value_name = "SIZE", value_parser = parse_size, default_value = "10GiB")]
     max_disk: u64,
+    /// Cap on each run's spill file: past it the file stops growing (the preview goes on).
+    #[arg(long, env = "SPILLWAY_MAX_SPILL", value_name = "SIZE", value_parser = parse_spill_cap, default_value = "1GiB")]
+    max_spill: u64,
+}
+
+fn parse_spill_cap(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        0 => Err("the spill cap must be at least 1 byte".into()),
+        size => Ok(size),
+    }
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -338,6 +351,9 @@ struct TruncateArgs {
     /// Keep escape sequences and carriage returns; only repair invalid UTF-8.
     #[arg(long)]
     raw: bool,
+    /// Cap on the spill file: past it the file stops growing (the preview goes on).
+    #[arg(long, env = "SPILLWAY_MAX_SPILL", value_name = "SIZE", value_parser = parse_spill_cap, default_value = "1GiB")]
+    max_spill: u64,
     /// Print the result object as JSON instead of the preview text.
     #[arg(long)]
     json: bool,
@@ -464,6 +480,7 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
         ..NormaliseOptions::default()
     });
     let mut capture = Capture::new(limits, SpillPolicy::WhenTruncated(DataDir::at(&root)))
+        .with_spill_cap(args.max_spill)
         .with_highlights(args.highlights.patterns()?);
     let mut stdin = io::stdin().lock();
     let mut buf = vec![0u8; READ_CHUNK];
@@ -558,6 +575,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         term: args.term,
         raw: Some(args.raw),
         max_tokens: args.max_tokens,
+        max_spill: args.max_spill,
         highlight: args.highlights.extra.clone(),
         no_highlights: args.highlights.no_highlights.then_some(true),
         yield_ms: args.live.yield_ms(),
@@ -700,6 +718,7 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
             max_disk: args.max_disk,
             ..PurgePolicy::default()
         },
+        max_spill: args.max_spill,
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -756,6 +775,7 @@ fn register_truncated(
             truncated: preview.truncated,
             spill_bytes,
             spill_complete: spill_bytes == preview.total_bytes,
+            spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
         },
     )?;
     Ok(())

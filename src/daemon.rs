@@ -43,6 +43,8 @@ pub struct DaemonConfig {
     pub kill_grace: Duration,
     /// Retention, disk quota and orphan grace for spills.
     pub policy: PurgePolicy,
+    /// Cap on each run's spill file.
+    pub max_spill: u64,
 }
 
 /// How often the daemon purges old spills after the one at start-up.
@@ -228,6 +230,7 @@ async fn serve(
         default_timeout: config.default_timeout,
         kill_grace: config.kill_grace,
         policy: config.policy.clone(),
+        max_spill: config.max_spill,
     };
     let daemon = Arc::new(Daemon::new(data_dir, index, settings));
     tokio::spawn(purge_periodically(Arc::clone(&daemon)));

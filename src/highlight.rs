@@ -10,6 +10,7 @@
 //! `could not compile`), and a preview picks strong ones first.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use regex::{Regex, RegexBuilder, RegexSet};
 
@@ -196,6 +197,8 @@ pub struct Highlighter {
     first: Vec<Candidate>,
     last: VecDeque<Candidate>,
     found: u64,
+    /// Lines ended so far.
+    ended: u64,
 }
 
 impl Highlighter {
@@ -208,14 +211,15 @@ impl Highlighter {
             first: Vec::new(),
             last: VecDeque::new(),
             found: 0,
+            ended: 0,
         }
     }
 
-    /// Takes the next piece of normalised output; `ended` is how many lines had ended before
-    /// it (the caller counts them anyway, so they are not counted twice).
-    pub fn write(&mut self, text: &str, ended: u64) {
+    /// Takes the next piece of normalised output.
+    pub fn write(&mut self, text: &str) {
         let mut rest = text;
-        let mut ended = ended;
+        let mut ended = self.ended;
+        self.ended += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
         if !self.carry.is_empty() || self.carry_cut {
             match rest.find('\n') {
                 Some(i) => {
@@ -235,10 +239,10 @@ impl Highlighter {
         self.extend_carry(&rest[complete..]);
     }
 
-    /// Ends the stream, `ended` lines having ended: a last line without a newline is a line.
-    pub fn finish(&mut self, ended: u64) {
+    /// Ends the stream: a last line without a newline is a line.
+    pub fn finish(&mut self) {
         if !self.carry.is_empty() || self.carry_cut {
-            self.end_carried_line(ended + 1);
+            self.end_carried_line(self.ended + 1);
         }
     }
 
@@ -400,18 +404,60 @@ impl Highlighter {
     }
 }
 
+/// What a highlighter found: the kept candidates, in output order, and how many there were.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    pub candidates: Vec<Candidate>,
+    pub found: u64,
+}
+
+/// A [`Highlighter`] shared by a capture and its spill file's writer thread: the thread scans
+/// the text it writes, so the scan overlaps with normalising instead of adding to it. Whoever
+/// holds the text next in output order feeds it, so the highlighter sees it once and in order.
+#[derive(Debug, Clone)]
+pub struct SharedHighlighter(Arc<Mutex<Highlighter>>);
+
+impl SharedHighlighter {
+    pub fn new(patterns: Patterns) -> SharedHighlighter {
+        SharedHighlighter(Arc::new(Mutex::new(Highlighter::new(patterns))))
+    }
+
+    /// Takes the next piece of output, which is whole UTF-8 text by construction (batches of
+    /// normalised text); anything else is repaired rather than trusted.
+    pub fn write(&self, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        self.lock().write(&text);
+    }
+
+    /// Ends the stream.
+    pub fn finish(&self) {
+        self.lock().finish();
+    }
+
+    /// What was found so far, copied (at most 2 x [`KEEP`] short lines).
+    pub fn findings(&self) -> Findings {
+        let highlighter = self.lock();
+        Findings {
+            candidates: highlighter.candidates().into_iter().cloned().collect(),
+            found: highlighter.found(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Highlighter> {
+        // A panic while scanning leaves nothing half-done that matters: carry on.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Feeds `chunks` as the capture does, with the count of lines ended before each.
     fn feed(h: &mut Highlighter, chunks: &[&str]) {
-        let mut ended = 0;
         for chunk in chunks {
-            h.write(chunk, ended);
-            ended += chunk.matches('\n').count() as u64;
+            h.write(chunk);
         }
-        h.finish(ended);
+        h.finish();
     }
 
     fn found(chunks: &[&str]) -> Vec<Candidate> {

@@ -47,9 +47,10 @@ const DEFAULT_HISTORY_LIMIT: usize = 50;
 
 /// The schema, oldest migration first. Append only: a migration that has shipped is never
 /// edited, since databases out there already ran it.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     include_str!("../migrations/001_runs.sql"),
     include_str!("../migrations/002_tags_and_indexes.sql"),
+    include_str!("../migrations/003_spill_cap.sql"),
 ];
 
 /// Runs that did not simply succeed; the same text as `runs_failed`'s WHERE in migration 002,
@@ -60,7 +61,8 @@ const FAILED: &str = "(status IN ('signaled', 'timed_out', 'killed', 'interrupte
 /// The columns [`read_run`] reads, in its order.
 const RUN_COLUMNS: &str = "r.id, r.argv, r.shell, r.command, r.cwd, r.tags, r.started_at, \
      r.ended_at, r.status, r.exit_code, r.signal, r.total_lines, r.total_bytes, r.truncated, \
-     r.spill_path, r.spill_bytes, r.spill_complete, r.spill_missing, r.pid";
+     r.spill_path, r.spill_bytes, r.spill_complete, r.spill_missing, r.pid, \
+     r.spill_capped_at_line";
 
 /// Every status, to map the stored text back.
 const STATUSES: [RunStatus; 6] = [
@@ -144,6 +146,8 @@ pub struct RunRow {
     pub spill_missing: bool,
     /// The command's process id.
     pub pid: Option<u32>,
+    /// The first line the spill lacks when it stopped at its cap (`--max-spill`).
+    pub spill_capped_at_line: Option<u64>,
 }
 
 /// A run as it starts.
@@ -174,6 +178,7 @@ pub struct RunEnd {
     pub truncated: bool,
     pub spill_bytes: u64,
     pub spill_complete: bool,
+    pub spill_capped_at_line: Option<u64>,
 }
 
 /// Which runs `history` keeps, by status.
@@ -253,7 +258,7 @@ impl Index {
             .prepare_cached(
                 "UPDATE runs SET ended_at = ?2, status = ?3, exit_code = ?4, signal = ?5, \
                  total_lines = ?6, total_bytes = ?7, truncated = ?8, spill_bytes = ?9, \
-                 spill_complete = ?10 WHERE id = ?1",
+                 spill_complete = ?10, spill_capped_at_line = ?11 WHERE id = ?1",
             )?
             .execute(params![
                 id.as_str(),
@@ -266,6 +271,7 @@ impl Index {
                 end.truncated,
                 int(end.spill_bytes),
                 end.spill_complete,
+                end.spill_capped_at_line.map(int),
             ])?;
         if changed == 0 {
             return Err(rusqlite::Error::QueryReturnedNoRows.into());
@@ -766,6 +772,7 @@ fn read_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         spill_complete: row.get(16)?,
         spill_missing: row.get(17)?,
         pid: row.get(18)?,
+        spill_capped_at_line: row.get::<_, Option<i64>>(19)?.map(unsigned),
     })
 }
 
@@ -915,6 +922,7 @@ pub(crate) mod tests {
             truncated: false,
             spill_bytes,
             spill_complete: true,
+            spill_capped_at_line: None,
         }
     }
 
@@ -1113,6 +1121,7 @@ pub(crate) mod tests {
                 spill_complete: false,
                 spill_missing: false,
                 pid: Some(4242),
+                spill_capped_at_line: None,
             }
         );
         let finish = RunEnd {
@@ -1125,6 +1134,7 @@ pub(crate) mod tests {
             truncated: true,
             spill_bytes: 5_000_000_000,
             spill_complete: false,
+            spill_capped_at_line: Some(7),
         };
         index.finish_run(&id(1), &finish).unwrap();
         let done = index.get(&id(1)).unwrap().unwrap();
@@ -1136,6 +1146,7 @@ pub(crate) mod tests {
         assert_eq!(done.truncated, Some(true));
         assert_eq!(done.spill_bytes, 5_000_000_000);
         assert!(!done.spill_complete);
+        assert_eq!(done.spill_capped_at_line, Some(7));
         assert_eq!(done.tags, run.tags);
 
         let shell = NewRun {

@@ -205,10 +205,10 @@ pub fn show(endpoint: &Endpoint, request: &ShowRequest, style: ShowStyle) -> Res
             writeln!(
                 out,
                 "spill: {spill}{}",
-                if run.spill_complete {
-                    ""
-                } else {
-                    " (incomplete)"
+                match (run.spill_complete, run.spill_capped_at_line) {
+                    (true, _) => String::new(),
+                    (false, Some(line)) => format!(" (capped: stops in line {line})"),
+                    (false, None) => " (incomplete)".into(),
                 }
             )?;
         }

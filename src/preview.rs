@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::capture::{CaptureView, SpillProblem};
+use crate::capture::{CaptureView, SpillCap, SpillProblem};
 
 /// Which part of a long output the preview keeps.
 #[derive(
@@ -76,6 +76,9 @@ pub struct Preview {
     pub shown: Vec<LineRange>,
     pub omitted_lines: u64,
     pub partial_line: Option<PartialLine>,
+    /// Set when the spill file stopped at its cap (`--max-spill`) before the output ended.
+    #[serde(default)]
+    pub spill_capped: Option<SpillCap>,
 }
 
 /// How a notice words the next step, so each front end can name the commands or tools its
@@ -283,6 +286,7 @@ impl Preview {
                 shown: whole_range(view.total_lines),
                 omitted_lines: 0,
                 partial_line: None,
+                spill_capped: view.spill_capped,
             };
         }
         let (max_lines, max_bytes) = (limits.max_lines(), limits.max_bytes());
@@ -318,6 +322,7 @@ impl Preview {
             shown,
             omitted_lines: view.total_lines - shown_lines,
             partial_line: selection.partial.as_ref().map(|p| p.info),
+            spill_capped: view.spill_capped,
         };
         preview.content = render(view, &selection, &preview, steps);
         preview
@@ -437,7 +442,7 @@ fn head_segments(view: &CaptureView<'_>) -> Vec<Segment> {
 /// Whether highlights would pick `line` up (never, with highlights off).
 fn looks_like_error(view: &CaptureView<'_>, line: &[u8]) -> bool {
     view.highlights
-        .is_some_and(|h| h.patterns().is_match(&String::from_utf8_lossy(line)))
+        .is_some_and(|p| p.is_match(&String::from_utf8_lossy(line)))
 }
 
 /// The whole lines at the end of the tail buffer as segments, the last one first.
@@ -601,8 +606,9 @@ fn choose_highlights(
     max_bytes: usize,
 ) -> Vec<Highlight> {
     let inside: Vec<_> = view
-        .candidates()
-        .into_iter()
+        .findings
+        .candidates
+        .iter()
         .filter(|c| omitted.contains(&c.line))
         .collect();
     let (strong, weak): (Vec<_>, Vec<_>) = inside.into_iter().partition(|c| c.strong);
@@ -925,6 +931,14 @@ fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextSt
                     " (INCOMPLETE: only its first {written} bytes were saved: {error})"
                 );
             }
+            if let Some(cap) = view.spill_capped {
+                let _ = write!(
+                    text,
+                    " (CAPPED: it stops at its {}-byte cap, in line {}; what follows is only in \
+                     this preview)",
+                    cap.bytes, cap.line
+                );
+            }
             let _ = writeln!(text);
             if let Some(more) = more_highlights(view, s) {
                 let _ = writeln!(
@@ -960,9 +974,10 @@ fn list(items: &[String]) -> String {
 /// How many lines that look like errors the highlights leave out (candidates found anywhere,
 /// less those shown), when there are any.
 fn more_highlights(view: &CaptureView<'_>, s: &Selection) -> Option<u64> {
-    let found = view.highlights.map_or(0, |h| h.found());
+    let found = view.findings.found;
     let shown_candidates = view
-        .candidates()
+        .findings
+        .candidates
         .iter()
         .filter(|c| {
             c.line <= s.head as u64

@@ -346,6 +346,9 @@ pub struct RunRequest {
     /// Stream the output while the command runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<StreamMode>,
+    /// Most bytes the run's spill file takes, at most the daemon's own cap (its default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_spill: Option<u64>,
 }
 
 /// How a run ended.

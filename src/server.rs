@@ -55,6 +55,7 @@ pub struct Daemon {
     policy: PurgePolicy,
     default_timeout: Option<Duration>,
     kill_grace: Duration,
+    max_spill: u64,
     /// The runs in flight, until they have ended and been recorded.
     runs: Mutex<HashMap<RunId, Arc<RunEntry>>>,
     /// Runs that ended lately, oldest first, for late `wait`s (bounded).
@@ -74,6 +75,8 @@ pub struct Settings {
     pub default_timeout: Option<Duration>,
     pub kill_grace: Duration,
     pub policy: PurgePolicy,
+    /// Cap on each run's spill file; a run may ask for less, never more.
+    pub max_spill: u64,
 }
 
 impl Daemon {
@@ -84,6 +87,7 @@ impl Daemon {
             policy: settings.policy,
             default_timeout: settings.default_timeout,
             kill_grace: settings.kill_grace,
+            max_spill: settings.max_spill,
             runs: Mutex::new(HashMap::new()),
             recent: Mutex::new(VecDeque::new()),
             deliveries: AtomicUsize::new(0),
@@ -551,6 +555,7 @@ impl Daemon {
             truncated: preview.truncated,
             spill_bytes,
             spill_complete: preview.spill_path.is_some() && spill_bytes == preview.total_bytes,
+            spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
         };
         let id_for_index = id.clone();
         if let Err(e) = self
@@ -623,6 +628,17 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         (None, Some(shell)) => vec!["sh".into(), "-c".into(), shell],
         (None, None) => return Err(bad("missing the command".into())),
     };
+    let max_spill = match r.max_spill {
+        Some(0) => return Err(bad("max_spill must be at least 1".into())),
+        Some(n) if n > daemon.max_spill => {
+            return Err(bad(format!(
+                "max_spill {n} is over this daemon's cap of {} bytes (its --max-spill)",
+                daemon.max_spill
+            )));
+        }
+        Some(n) => n,
+        None => daemon.max_spill,
+    };
     let max_tokens = match r.max_tokens {
         Some(0) => return Err(bad("max_tokens must be at least 1".into())),
         Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
@@ -655,6 +671,7 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         raw_stream: r.stream == Some(StreamMode::Raw),
         highlights,
         max_tokens,
+        max_spill,
     })
 }
 

@@ -62,7 +62,7 @@ pub fn with_pending(view: &CaptureView<'_>, pending: &str, direction: Direction)
         } else {
             p.len() as u64
         },
-        ..*view
+        ..view.clone()
     };
     Preview::build(&extended, direction, &CliSteps)
 }

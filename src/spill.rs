@@ -19,6 +19,8 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
+use crate::highlight::SharedHighlighter;
+
 /// Environment variable naming the data directory.
 pub const DATA_DIR_ENV: &str = "SPILLWAY_DATA_DIR";
 
@@ -177,7 +179,7 @@ const BATCHES_IN_FLIGHT: usize = 3;
 pub struct SpillFile {
     path: PathBuf,
     batch: Vec<u8>,
-    queue: Option<SyncSender<Vec<u8>>>,
+    queue: Option<SyncSender<Batch>>,
     spare: Receiver<Vec<u8>>,
     writer: Option<JoinHandle<()>>,
     shared: Arc<(Mutex<Progress>, Condvar)>,
@@ -185,12 +187,24 @@ pub struct SpillFile {
     accepted: u64,
     /// The writer's progress as of the last `flush`.
     seen: Progress,
+    /// Scans what is written from now on for highlights, on the writer's thread.
+    scanner: Option<SharedHighlighter>,
+    /// Set once the file has reached its cap: later text goes to the scanner only.
+    closed: bool,
+}
+
+/// Text on its way to the file (unless `scan_only`), and who scans it there.
+struct Batch {
+    bytes: Vec<u8>,
+    scan_only: bool,
+    scanner: Option<SharedHighlighter>,
 }
 
 /// What the writer thread has done.
 #[derive(Debug, Clone, Default)]
 struct Progress {
-    /// Bytes the writer has dealt with: written, or dropped after a failure.
+    /// Bytes the writer has dealt with: written, only scanned (past the cap), or dropped
+    /// after a failure.
     handled: u64,
     /// Bytes really in the file.
     written: u64,
@@ -199,7 +213,7 @@ struct Progress {
 
 impl SpillFile {
     fn new(path: PathBuf, file: File) -> SpillFile {
-        let (queue, batches) = mpsc::sync_channel::<Vec<u8>>(BATCHES_IN_FLIGHT);
+        let (queue, batches) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
         let (give_back, spare) = mpsc::channel();
         let shared = Arc::new((Mutex::new(Progress::default()), Condvar::new()));
         let progress = Arc::clone(&shared);
@@ -225,11 +239,24 @@ impl SpillFile {
             shared,
             accepted: 0,
             seen,
+            scanner: None,
+            closed: false,
         }
     }
 
-    /// Appends `bytes`; after the first failure the bytes are dropped.
+    /// Has `scanner` look for highlights in the bytes written from now on (the writer thread
+    /// scans each batch once it is in the file); `None` stops that.
+    pub fn scan_with(&mut self, scanner: Option<SharedHighlighter>) {
+        self.send_batch();
+        self.scanner = scanner;
+    }
+
+    /// Appends `bytes`; after the first failure, or once closed, the bytes are dropped (but
+    /// still scanned).
     pub fn write(&mut self, bytes: &[u8]) {
+        if self.closed && self.scanner.is_none() {
+            return;
+        }
         self.accepted += bytes.len() as u64;
         self.batch.extend_from_slice(bytes);
         if self.batch.len() >= BATCH_BYTES {
@@ -237,10 +264,23 @@ impl SpillFile {
         }
     }
 
+    /// Appends the first `keep` bytes of `bytes` and closes the file: it has reached its cap,
+    /// and it takes no more (the rest of `bytes`, and what comes later, is only scanned).
+    pub fn write_and_close(&mut self, bytes: &[u8], keep: usize) {
+        if self.closed {
+            return self.write(bytes);
+        }
+        self.write(&bytes[..keep]);
+        self.send_batch();
+        self.closed = true;
+        self.write(&bytes[keep..]);
+    }
+
     /// Appends `bytes`, handing the buffer itself to the writer when it is big enough to be a
     /// batch on its own (no copy), and returns an empty buffer for the caller to reuse.
     pub fn write_owned(&mut self, mut bytes: Vec<u8>) -> Vec<u8> {
-        if !self.batch.is_empty() || bytes.len() < BATCH_BYTES / 4 {
+        let unwanted = self.closed && self.scanner.is_none();
+        if unwanted || !self.batch.is_empty() || bytes.len() < BATCH_BYTES / 4 {
             self.write(&bytes);
             bytes.clear();
             return bytes;
@@ -250,9 +290,7 @@ impl SpillFile {
             .spare
             .try_recv()
             .unwrap_or_else(|_| Vec::with_capacity(bytes.capacity()));
-        if let Some(queue) = &self.queue {
-            let _ = queue.send(bytes);
-        }
+        self.dispatch(bytes);
         spare
     }
 
@@ -272,9 +310,27 @@ impl SpillFile {
             .try_recv()
             .unwrap_or_else(|_| Vec::with_capacity(BATCH_BYTES));
         let full = std::mem::replace(&mut self.batch, next);
-        // Without a writer (it could not start) the batch is dropped; the error says why.
-        if let Some(queue) = &self.queue {
-            let _ = queue.send(full);
+        self.dispatch(full);
+    }
+
+    /// Queues `bytes` for the writer. Without a writer (it could not start) the bytes are
+    /// dropped, the error says why, and they are scanned here so no highlight is lost.
+    fn dispatch(&self, bytes: Vec<u8>) {
+        let scanner = self.scanner.clone();
+        match &self.queue {
+            Some(queue) => {
+                let scan_only = self.closed;
+                let _ = queue.send(Batch {
+                    bytes,
+                    scan_only,
+                    scanner,
+                });
+            }
+            None => {
+                if let Some(scanner) = scanner {
+                    scanner.write(&bytes);
+                }
+            }
         }
     }
 
@@ -317,21 +373,33 @@ impl Drop for SpillFile {
 }
 
 /// The writer thread: writes batches until the queue closes, stops writing at the first error
-/// (but keeps draining so the sender never blocks), and reports progress after each batch.
+/// (but keeps draining, and scanning, so the sender never blocks and no highlight is lost),
+/// and reports progress after each batch, once it is scanned.
 fn write_batches(
     file: File,
-    batches: &Receiver<Vec<u8>>,
+    batches: &Receiver<Batch>,
     give_back: &mpsc::Sender<Vec<u8>>,
     shared: &(Mutex<Progress>, Condvar),
 ) {
     let mut file = Some(file);
-    for mut batch in batches {
-        let result = file.as_mut().map(|f| f.write_all(&batch));
+    for batch in batches {
+        let Batch {
+            mut bytes,
+            scan_only,
+            scanner,
+        } = batch;
+        let result = match file.as_mut() {
+            Some(f) if !scan_only => Some(f.write_all(&bytes)),
+            _ => None,
+        };
+        if let Some(scanner) = scanner {
+            scanner.write(&bytes);
+        }
         let (lock, wake) = shared;
         let mut progress = lock.lock().unwrap_or_else(|e| e.into_inner());
-        progress.handled += batch.len() as u64;
+        progress.handled += bytes.len() as u64;
         match result {
-            Some(Ok(())) => progress.written += batch.len() as u64,
+            Some(Ok(())) => progress.written += bytes.len() as u64,
             Some(Err(e)) => {
                 // Part of the batch may have landed: report what is really on disk.
                 if let Some(len) = file.take().and_then(|f| f.metadata().ok()).map(|m| m.len()) {
@@ -343,8 +411,8 @@ fn write_batches(
         }
         drop(progress);
         wake.notify_all();
-        batch.clear();
-        let _ = give_back.send(batch);
+        bytes.clear();
+        let _ = give_back.send(bytes);
     }
 }
 

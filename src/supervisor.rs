@@ -142,6 +142,8 @@ pub struct RunSpec {
     pub highlights: Option<Patterns>,
     /// Also hold the preview to this many model tokens.
     pub max_tokens: Option<usize>,
+    /// Most bytes the spill file takes (see [`Capture::with_spill_cap`]).
+    pub max_spill: u64,
 }
 
 /// Builds a child's environment: `base` without the variables of the daemon's service manager
@@ -763,6 +765,7 @@ impl Reader {
             ..NormaliseOptions::default()
         });
         let capture = Capture::new(spec.limits, SpillPolicy::Always(data_dir.clone()))
+            .with_spill_cap(spec.max_spill)
             .with_highlights(spec.highlights.clone());
         Reader {
             output,

@@ -151,3 +151,59 @@ proptest! {
         prop_assert_eq!(&whole.preview.shown, &p.shown);
     }
 }
+
+/// Captures `text` (already normalised) in `chunks`-sized writes with the spill capped at
+/// `cap`; returns the capture, finished, and the spill file's content.
+fn capture_capped(text: &str, chunk: usize, cap: u64, root: &std::path::Path) -> (Capture, String) {
+    let limits = Limits::new(5, 200).unwrap();
+    let dir = DataDir::open(root).unwrap();
+    let mut capture = Capture::new(limits, SpillPolicy::Always(dir)).with_spill_cap(cap);
+    let mut start = 0;
+    while start < text.len() {
+        let mut end = (start + chunk).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        capture.write(&text[start..end]);
+        start = end;
+    }
+    capture.finish();
+    let spill = std::fs::read_to_string(capture.view().spill_path.unwrap()).unwrap();
+    (capture, spill)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// A capped spill is the longest prefix of the output that fits the cap and ends at a
+    /// char boundary; the counters, the tail and the highlights are those of the whole output.
+    #[test]
+    fn a_capped_spill_is_a_prefix_and_nothing_else_changes(
+        input in input(),
+        chunk in 1usize..400,
+        cap_share in 0.0f64..1.2,
+    ) {
+        let text = normalise(&input, NormaliseOptions::default());
+        let cap = ((text.len() as f64 * cap_share) as u64).max(1);
+        let tmp = tempfile::tempdir().unwrap();
+        let (capped, spill) = capture_capped(&text, chunk, cap, tmp.path());
+        let (whole, _) = capture_capped(&text, chunk, u64::MAX, tmp.path());
+
+        let mut keep = (cap as usize).min(text.len());
+        while !text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        prop_assert_eq!(spill.as_str(), &text[..keep]);
+        let (v, w) = (capped.view(), whole.view());
+        if keep < text.len() {
+            let line = text[..keep].matches('\n').count() as u64 + 1;
+            prop_assert_eq!(v.spill_capped.map(|c| (c.bytes, c.line)), Some((cap, line)));
+        } else {
+            prop_assert_eq!(v.spill_capped, None);
+        }
+        prop_assert_eq!((v.total_bytes, v.total_lines), (w.total_bytes, w.total_lines));
+        prop_assert_eq!((v.head, v.tail), (w.head, w.tail));
+        prop_assert_eq!(&v.findings.candidates, &w.findings.candidates);
+        prop_assert_eq!(v.findings.found, w.findings.found);
+    }
+}

@@ -60,6 +60,7 @@ impl Rig {
             raw_stream: false,
             highlights: Some(spillway::highlight::Patterns::new(&[]).unwrap()),
             max_tokens: None,
+            max_spill: spillway::capture::DEFAULT_MAX_SPILL,
         }
     }
 

@@ -8,5 +8,6 @@ mod live;
 mod mcp;
 mod ops;
 mod read_cli;
+mod runaway;
 mod supervisor;
 mod truncate_cli;

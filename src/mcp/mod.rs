@@ -211,6 +211,7 @@ fn run_request(p: BashParams) -> Result<RunRequest, String> {
         yield_ms: millis(p.yield_seconds, "yield_seconds")?,
         kill_on_disconnect: None,
         stream: None,
+        max_spill: None,
     })
 }
 

@@ -188,6 +188,7 @@ mod tests {
             shown: Vec::new(),
             omitted_lines: 0,
             partial_line: None,
+            spill_capped: None,
         }
     }
 

@@ -58,6 +58,11 @@ impl TestDaemon {
             .expect("spillway run")
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("daemon running").id()
+    }
+
     pub fn client(&self) -> RawClient {
         RawClient::connect(&self.socket)
     }
