@@ -911,8 +911,10 @@ fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextSt
         }
     };
     let mut text = format!(
-        "[spillway: output truncated by {limit}: {what} of {} lines ({} bytes in all).\n",
-        p.total_lines, p.total_bytes
+        "[spillway: output truncated by {limit}: {what} of {} line{} ({} bytes in all).\n",
+        p.total_lines,
+        if p.total_lines == 1 { "" } else { "s" },
+        p.total_bytes
     );
     let first_unseen = first_unseen_line(p);
     match (view.spill_path, view.spill_problem) {
