@@ -1008,7 +1008,7 @@ pub(crate) mod tests {
         drop(conn);
 
         let mut index = Index::open(&path).unwrap();
-        assert_eq!(user_version(&index), 2);
+        assert_eq!(user_version(&index), 3);
         let row = index.get(&id(1)).unwrap().unwrap();
         assert_eq!(
             row.argv,
@@ -1054,10 +1054,10 @@ pub(crate) mod tests {
         else {
             panic!("expected TooNew, got {error:?}");
         };
-        assert_eq!((*found, *supported), (5, 2));
+        assert_eq!((*found, *supported), (5, 3));
         let message = error.to_string();
         assert!(
-            message.contains("index.sqlite3 was written by a newer spillway (schema 5, this build knows 2); upgrade spillway or move the file away"),
+            message.contains("index.sqlite3 was written by a newer spillway (schema 5, this build knows 3); upgrade spillway or move the file away"),
             "{message}"
         );
         // Refused, not touched.

@@ -76,8 +76,9 @@ pub struct Preview {
     pub shown: Vec<LineRange>,
     pub omitted_lines: u64,
     pub partial_line: Option<PartialLine>,
-    /// Set when the spill file stopped at its cap (`--max-spill`) before the output ended.
-    #[serde(default)]
+    /// Set when the spill file stopped at its cap (`--max-spill`) before the output ended;
+    /// left out of the JSON otherwise, so the documented shape stays exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spill_capped: Option<SpillCap>,
 }
 
