@@ -256,6 +256,16 @@ struct Partial {
     info: PartialLine,
 }
 
+/// Where the output a view holds starts in the spill: a preview of the output from some line
+/// on (`spillway wait --new`) numbers its lines, markers and notice as the spill does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offset {
+    /// Lines of the spill before the view's first line.
+    pub lines: u64,
+    /// Bytes of the spill before it.
+    pub bytes: u64,
+}
+
 impl Preview {
     /// Builds the preview of `view` with the notice worded by `steps`.
     pub fn build(view: &CaptureView<'_>, direction: Direction, steps: &dyn NextStep) -> Preview {
@@ -269,6 +279,34 @@ impl Preview {
         direction: Direction,
         steps: &dyn NextStep,
         max_tokens: Option<usize>,
+    ) -> Preview {
+        Self::build_from(view, direction, steps, max_tokens, Offset::default())
+    }
+
+    /// Like [`Preview::build_with`], for a view of the output from spill line
+    /// `offset.lines + 1` on: `shown`, `partial_line`, the markers and the notice use the
+    /// spill's line numbers, and `total_lines`/`total_bytes` count the spill up to the view's
+    /// end; `omitted_lines` counts within the view.
+    pub fn build_from(
+        view: &CaptureView<'_>,
+        direction: Direction,
+        steps: &dyn NextStep,
+        max_tokens: Option<usize>,
+        offset: Offset,
+    ) -> Preview {
+        let mut preview = Self::build_relative(view, direction, steps, max_tokens, offset);
+        preview.shift(offset);
+        preview
+    }
+
+    /// The preview with the view's own line numbers in its fields (the content already
+    /// speaks in the spill's).
+    fn build_relative(
+        view: &CaptureView<'_>,
+        direction: Direction,
+        steps: &dyn NextStep,
+        max_tokens: Option<usize>,
+        offset: Offset,
     ) -> Preview {
         let spill_path = view.spill_path.map(|p| p.to_string_lossy().into_owned());
         let limits = view.limits;
@@ -325,8 +363,21 @@ impl Preview {
             partial_line: selection.partial.as_ref().map(|p| p.info),
             spill_capped: view.spill_capped,
         };
-        preview.content = render(view, &selection, &preview, steps);
+        preview.content = render(view, &selection, &preview, steps, offset);
         preview
+    }
+
+    /// Renumbers the fields from the view's lines to the spill's.
+    fn shift(&mut self, offset: Offset) {
+        for range in &mut self.shown {
+            range.first += offset.lines;
+            range.last += offset.lines;
+        }
+        if let Some(part) = &mut self.partial_line {
+            part.line += offset.lines;
+        }
+        self.total_lines += offset.lines;
+        self.total_bytes += offset.bytes;
     }
 }
 
@@ -831,14 +882,17 @@ fn render(
     s: &Selection,
     preview: &Preview,
     steps: &dyn NextStep,
+    offset: Offset,
 ) -> String {
+    let base = offset.lines;
     let mut out = String::with_capacity(s.head_bytes + s.tail_bytes + 1024);
     if let Some(p) = &s.partial {
         let buf = if p.from_head { view.head } else { view.tail };
         out.push_str(&String::from_utf8_lossy(&buf[p.start..p.end]));
     }
-    render_segments(&mut out, view.head, &s.head_segments, 1);
+    render_segments(&mut out, view.head, &s.head_segments, base + 1);
     let (first, last) = (s.head as u64 + 1, view.total_lines - s.tail as u64);
+    let (first_shown, last_shown) = (base + first, base + last);
     if !s.highlights.is_empty() {
         let found = match s.highlights.len() {
             1 => "1 of them looks like an error: here it is, after its line number".to_string(),
@@ -846,11 +900,11 @@ fn render(
         };
         let _ = writeln!(
             out,
-            "[... {} lines omitted (lines {first}-{last}); {found} ...]",
+            "[... {} lines omitted (lines {first_shown}-{last_shown}); {found} ...]",
             last + 1 - first,
         );
         for h in &s.highlights {
-            let _ = writeln!(out, "[at line {}]", h.first);
+            let _ = writeln!(out, "[at line {}]", base + h.first);
             out.push_str(&h.text);
         }
         if s.tail > 0 {
@@ -860,7 +914,7 @@ fn render(
         // With runs folded, the two ends may cover every line between them.
         let _ = writeln!(
             out,
-            "[... {} lines omitted (lines {first}-{last}) ...]",
+            "[... {} lines omitted (lines {first_shown}-{last_shown}) ...]",
             last + 1 - first
         );
     }
@@ -868,19 +922,26 @@ fn render(
         &mut out,
         &view.tail[view.tail.len() - s.tail_bytes..],
         &s.tail_segments,
-        view.total_lines - s.tail as u64 + 1,
+        base + view.total_lines - s.tail as u64 + 1,
     );
     if !out.ends_with('\n') {
         out.push('\n');
     }
     out.push('\n');
-    out.push_str(&notice(view, s, preview, steps));
+    out.push_str(&notice(view, s, preview, steps, base));
     out
 }
 
 /// The instruction that ends a truncated preview: what is shown of how much, which limit cut
-/// it, where the whole output is, and the exact next step.
-fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextStep) -> String {
+/// it, where the whole output is, and the exact next step. `base` is the number of spill lines before the view: past 0, the preview is of new output
+/// only, and says so.
+fn notice(
+    view: &CaptureView<'_>,
+    s: &Selection,
+    p: &Preview,
+    steps: &dyn NextStep,
+    base: u64,
+) -> String {
     let limit = match p.truncated_by {
         Some(LimitKind::Lines) => format!("the {}-line limit", view.limits.max_lines()),
         Some(LimitKind::Tokens) => {
@@ -893,7 +954,7 @@ fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextSt
             "showing the {} {} bytes of line {}, which is {} bytes",
             if part.from_head { "first" } else { "last" },
             part.info.shown_bytes,
-            part.info.line,
+            base + part.info.line,
             part.info.line_bytes
         ),
         None => {
@@ -902,22 +963,32 @@ fn notice(view: &CaptureView<'_>, s: &Selection, p: &Preview, steps: &dyn NextSt
                 .iter()
                 .map(|r| {
                     if r.first == r.last {
-                        r.first.to_string()
+                        (base + r.first).to_string()
                     } else {
-                        format!("{}-{}", r.first, r.last)
+                        format!("{}-{}", base + r.first, base + r.last)
                     }
                 })
                 .collect();
             format!("showing lines {}", list(&listed))
         }
     };
-    let mut text = format!(
-        "[spillway: output truncated by {limit}: {what} of {} line{} ({} bytes in all).\n",
-        p.total_lines,
-        if p.total_lines == 1 { "" } else { "s" },
-        p.total_bytes
-    );
-    let first_unseen = first_unseen_line(p);
+    let mut text = if base == 0 {
+        format!(
+            "[spillway: output truncated by {limit}: {what} of {} line{} ({} bytes in all).\n",
+            p.total_lines,
+            if p.total_lines == 1 { "" } else { "s" },
+            p.total_bytes
+        )
+    } else {
+        format!(
+            "[spillway: new output truncated by {limit}: {what} of the new lines {}-{} ({} \
+             bytes).\n",
+            base + 1,
+            base + p.total_lines,
+            p.total_bytes
+        )
+    };
+    let first_unseen = base + first_unseen_line(p);
     match (view.spill_path, view.spill_problem) {
         (_, Some(SpillProblem::NotCreated { error })) => {
             let _ = writeln!(

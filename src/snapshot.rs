@@ -10,12 +10,11 @@
 //!
 //! Nothing here reads files or knows about runs: callers hand in a [`CaptureView`].
 
-use std::fmt::Write as _;
 use std::io::{self, Read};
 use std::path::Path;
 
 use crate::capture::{Capture, CaptureView, Limits, SpillPolicy};
-use crate::preview::{CliSteps, Direction, LimitKind, LineRange, NextStep, PartialLine, Preview};
+use crate::preview::{CliSteps, Direction, Offset, Preview};
 
 /// The preview of `view` as if `pending` (a line still being written, without its newline)
 /// had been captured too. A `pending` that holds a newline is not a pending line: it is left
@@ -92,15 +91,8 @@ pub struct RangeCapture {
 impl RangeCapture {
     /// A capture of the spill from `start` on.
     pub fn new(limits: Limits, start: Cursor) -> RangeCapture {
-        let capture = Capture::new(limits, SpillPolicy::Never);
         RangeCapture {
-            // Highlights would be numbered from the range's start: off for a range until
-            // previews can be built for one (see `range_preview`).
-            capture: if start == Cursor::default() {
-                capture
-            } else {
-                capture.with_highlights(None)
-            },
+            capture: Capture::new(limits, SpillPolicy::Never),
             start,
             carry: Vec::new(),
             newlines: 0,
@@ -185,7 +177,7 @@ impl RangeCapture {
 }
 
 /// The preview of `view`, which holds the output from spill line `first_line` on (that line
-/// starting `bytes_before` bytes into the spill), with line numbers, marker and notice in the
+/// starting `bytes_before` bytes into the spill), with line numbers, markers and notice in the
 /// spill's own numbering. `total_lines` and `total_bytes` count the whole output up to the end
 /// of the range; `shown`, `partial_line` and `omitted_lines` describe the range.
 pub fn range_preview(
@@ -194,176 +186,17 @@ pub fn range_preview(
     first_line: u64,
     bytes_before: u64,
 ) -> Preview {
-    let relative = Preview::build(view, direction, &CliSteps);
-    let base = first_line.saturating_sub(1);
-    let shift = |r: &LineRange| LineRange {
-        first: r.first + base,
-        last: r.last + base,
+    let offset = Offset {
+        lines: first_line.saturating_sub(1),
+        bytes: bytes_before,
     };
-    let mut preview = Preview {
-        shown: relative.shown.iter().map(shift).collect(),
-        partial_line: relative.partial_line.map(|p| PartialLine {
-            line: p.line + base,
-            ..p
-        }),
-        total_lines: base + relative.total_lines,
-        total_bytes: bytes_before + relative.total_bytes,
-        ..relative.clone()
-    };
-    if relative.truncated {
-        preview.content = render(view, direction, &relative, base, &CliSteps);
-    }
-    preview
-}
-
-/// The text of a truncated range preview: the kept lines, the marker and the notice, with
-/// the spill's line numbers.
-fn render(
-    view: &CaptureView<'_>,
-    direction: Direction,
-    relative: &Preview,
-    base: u64,
-    steps: &dyn NextStep,
-) -> String {
-    let head_lines = relative
-        .shown
-        .iter()
-        .find(|r| r.first == 1)
-        .map_or(0, |r| r.last);
-    let tail_lines = relative
-        .shown
-        .iter()
-        .find(|r| r.first > 1)
-        .map_or(0, |r| r.last - r.first + 1);
-    let mut out = String::new();
-    if let Some(part) = relative.partial_line {
-        let shown = usize::try_from(part.shown_bytes).unwrap_or(usize::MAX);
-        let bytes = if direction == Direction::Head {
-            &view.head[..shown.min(view.head.len())]
-        } else {
-            let end = view.tail.len() - usize::from(view.ends_with_newline());
-            &view.tail[end.saturating_sub(shown)..end]
-        };
-        out.push_str(&String::from_utf8_lossy(bytes));
-    }
-    let head_bytes = leading_lines_len(view.head, head_lines);
-    out.push_str(&String::from_utf8_lossy(&view.head[..head_bytes]));
-    if head_lines > 0 && tail_lines > 0 {
-        let first = base + head_lines + 1;
-        let last = base + relative.total_lines - tail_lines;
-        let _ = writeln!(
-            out,
-            "[... {} lines omitted (lines {first}-{last}) ...]",
-            last - first + 1
-        );
-    }
-    let tail_bytes = trailing_lines_len(view.tail, tail_lines);
-    out.push_str(&String::from_utf8_lossy(
-        &view.tail[view.tail.len() - tail_bytes..],
-    ));
-    if !out.ends_with('\n') {
-        out.push('\n');
-    }
-    out.push('\n');
-    let first_unseen = base + 1 + head_lines;
-    out.push_str(&notice(
-        view,
-        direction,
-        relative,
-        base,
-        first_unseen,
-        steps,
-    ));
-    out
-}
-
-fn notice(
-    view: &CaptureView<'_>,
-    direction: Direction,
-    relative: &Preview,
-    base: u64,
-    first_unseen: u64,
-    steps: &dyn NextStep,
-) -> String {
-    let limit = match relative.truncated_by {
-        Some(LimitKind::Lines) => format!("the {}-line limit", view.limits.max_lines()),
-        _ => format!("the {}-byte limit", view.limits.max_bytes()),
-    };
-    let what = match relative.partial_line {
-        Some(part) => format!(
-            "showing the {} {} bytes of line {}, which is {} bytes",
-            if direction == Direction::Head {
-                "first"
-            } else {
-                "last"
-            },
-            part.shown_bytes,
-            part.line + base,
-            part.line_bytes
-        ),
-        None => {
-            let listed: Vec<String> = relative
-                .shown
-                .iter()
-                .map(|r| format!("{}-{}", r.first + base, r.last + base))
-                .collect();
-            format!("showing lines {}", listed.join(" and "))
-        }
-    };
-    let mut text = format!(
-        "[spillway: new output truncated by {limit}: {what} of the new lines {}-{} ({} bytes).\n",
-        base + 1,
-        base + relative.total_lines,
-        relative.total_bytes
-    );
-    match view.spill_path {
-        Some(path) => {
-            let _ = write!(
-                text,
-                "Full output: {}\nNext: read the lines you have not seen, from line \
-                 {first_unseen}: {}\nor search all of it: {}]\n",
-                path.display(),
-                steps.read_from(path, first_unseen),
-                steps.search(path, "PATTERN")
-            );
-        }
-        None => text.push_str("The full output was not saved.]\n"),
-    }
-    text
-}
-
-/// Bytes of the first `n` lines of `bytes` (each with its newline).
-fn leading_lines_len(bytes: &[u8], n: u64) -> usize {
-    let mut end = 0;
-    for _ in 0..n {
-        match memchr::memchr(b'\n', &bytes[end..]) {
-            Some(i) => end += i + 1,
-            None => return bytes.len(),
-        }
-    }
-    end
-}
-
-/// Bytes of the last `n` lines of `bytes` (the last one with or without its newline).
-fn trailing_lines_len(bytes: &[u8], n: u64) -> usize {
-    let mut start = bytes.len();
-    for _ in 0..n {
-        if start == 0 {
-            break;
-        }
-        let body_end = if bytes[start - 1] == b'\n' {
-            start - 1
-        } else {
-            start
-        };
-        start = memchr::memrchr(b'\n', &bytes[..body_end]).map_or(0, |nl| nl + 1);
-    }
-    bytes.len() - start
+    Preview::build_from(view, direction, &CliSteps, None, offset)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::preview::LineRange;
     use proptest::prelude::*;
 
     fn capture_of(limits: Limits, text: &str) -> Capture {
@@ -496,6 +329,34 @@ mod tests {
                 .contains("showing lines 101-102 and 119-120 of the new lines 101-120")
         );
         assert!(p.content.contains("spillway read /s.log --offset 103"));
+    }
+
+    #[test]
+    fn a_range_preview_carries_highlights_numbered_as_in_the_spill() {
+        let limits = Limits::new(10, 10_000).unwrap();
+        let prefix = numbered(1, 100);
+        let start = Cursor {
+            lines: 100,
+            offset: prefix.len() as u64,
+        };
+        let mut rc = RangeCapture::new(limits, start);
+        let range = format!(
+            "{}error[E0308]: mismatched types\n{}",
+            numbered(101, 249),
+            numbered(251, 400)
+        );
+        rc.feed(range.as_bytes());
+        let (p, _) = rc.finish("", Direction::Both, Some(Path::new("/s.log")));
+        assert!(
+            p.content
+                .contains("(lines 106-396); 1 of them looks like an error: here it is, after its line number ...]\n[at line 250]\nerror[E0308]: mismatched types\n"),
+            "{}",
+            p.content
+        );
+        assert!(p.shown.contains(&LineRange {
+            first: 250,
+            last: 250
+        }));
     }
 
     #[test]
