@@ -49,6 +49,9 @@ pub struct DaemonConfig {
 
 /// How often the daemon purges old spills after the one at start-up.
 const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
+/// How often the daemon reaps processes that escaped their runs and died: a zombie costs only
+/// a process-table slot, so a few seconds late is fine.
+const REAP_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How the daemon got its listening socket.
 enum Listener {
@@ -234,6 +237,7 @@ async fn serve(
     };
     let daemon = Arc::new(Daemon::new(data_dir, index, settings));
     tokio::spawn(purge_periodically(Arc::clone(&daemon)));
+    tokio::spawn(reap_strays_periodically());
     if let Some(idle) = config.idle_exit {
         tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
     }
@@ -285,6 +289,14 @@ async fn exit_when_idle(daemon: Arc<Daemon>, idle: Duration, stop: watch::Sender
 }
 
 /// Purges at start-up and then every [`PURGE_INTERVAL`].
+/// Reaps the zombies that escaped their runs' process groups (see [`crate::reaper`]).
+async fn reap_strays_periodically() {
+    loop {
+        tokio::time::sleep(REAP_INTERVAL).await;
+        let _ = tokio::task::spawn_blocking(crate::reaper::reap_strays).await;
+    }
+}
+
 async fn purge_periodically(daemon: Arc<Daemon>) {
     loop {
         if let Err(e) = daemon.purge(PurgeRequest::default()).await {

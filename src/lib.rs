@@ -38,6 +38,7 @@ pub mod protocol;
 pub mod pty;
 pub mod purge;
 pub mod read;
+pub mod reaper;
 pub mod server;
 pub mod snapshot;
 pub mod spill;

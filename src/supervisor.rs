@@ -25,7 +25,8 @@
 //! whatever is left of the group gets SIGKILL, the leader is reaped, and the group's other
 //! members are reaped too: spillway makes itself a *child subreaper* on its first launch, so
 //! that processes orphaned inside a run are handed to it rather than to an init that may never
-//! reap them. A run is finished when its leader has been reaped and its reader has stopped.
+//! reap them (see [`crate::reaper`], which also reaps those that left the group and died
+//! later). A run is finished when its leader has been reaped and its reader has stopped.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -35,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,7 @@ use crate::normalise::{NormaliseOptions, Normaliser};
 use crate::preview::{Direction, Preview};
 use crate::protocol::{RunId, RunStatus};
 use crate::pty::{self, Channel, Chunk, Output};
+use crate::reaper;
 use crate::spill::DataDir;
 
 /// How long output may go on after the command has exited before its process group is killed.
@@ -280,7 +282,7 @@ pub async fn launch(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, Launc
 
 /// The blocking part of [`launch`]: checks, spawn, the run's two threads and its deadline task.
 fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
-    become_subreaper();
+    reaper::become_subreaper();
     let cwd = check_cwd(&spec.cwd)?;
     let program = resolve_program(&spec.argv, &spec.env, &cwd)?;
     let terminal = |e: io::Error| LaunchError::Terminal {
@@ -299,9 +301,8 @@ fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| terminal(e.into()))?;
     let cmd = command(&spec.argv, &spec.env, &cwd, &program);
     // The leader is reaped by pid: `std`'s handle has nothing more to do once we have it.
-    let pid = pty::spawn(cmd, child)
-        .map_err(|e| spawn_error(&spec.argv[0], e))?
-        .id();
+    let pid = reaper::spawn_leader(|| pty::spawn(cmd, child).map(|c| c.id()))
+        .map_err(|e| spawn_error(&spec.argv[0], e))?;
     let started_at = Utc::now();
     let shared = Arc::new(Shared::new(spec.id.clone(), pid, spec.kill_grace));
     let reader = Reader::new(
@@ -363,18 +364,6 @@ fn start_threads(
             Err(e)
         }
     }
-}
-
-/// Makes this process a child subreaper (once): processes orphaned inside a run are then
-/// handed to it, so that the end of the run can reap them, rather than to an init that may
-/// not. Failure is logged; runs still work, but their orphans may linger as zombies.
-fn become_subreaper() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-            tracing::warn!("cannot become a child subreaper ({e}); orphans of runs may linger");
-        }
-    });
 }
 
 /// Checks that `cwd` is a directory we can enter; returns it made absolute.
@@ -603,6 +592,7 @@ impl Shared {
             }
         };
         state.leader = Leader::Reaped;
+        reaper::forget_leader(self.pgid.as_raw() as u32);
         status
     }
 

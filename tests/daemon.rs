@@ -503,3 +503,27 @@ fn run_previews_carry_highlights_and_keep_a_token_budget() {
         stderr(&bad)
     );
 }
+
+#[test]
+fn a_process_that_escaped_its_run_and_died_later_is_reaped() {
+    let daemon = TestDaemon::start();
+    // The escapee leaves the run's group (setsid; not forked, so $! is the escapee), lets go
+    // of the output, outlives its shell and dies later: a zombie of the daemon, a subreaper,
+    // that no run's waiter will reap.
+    let script = "setsid sh -c 'exec >/dev/null 2>&1; sleep 2' & echo $!";
+    let out = daemon.run(&["--no-tty", "--", "sh", "-c", script]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let escapee: u32 = stdout(&out).trim().parse().unwrap();
+    let parent_and_state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{escapee}/stat")).ok()?;
+        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let state = fields.next()?.to_string();
+        Some((fields.next()?.parse::<u32>().ok()?, state))
+    };
+    assert_eq!(
+        parent_and_state().map(|(parent, _)| parent),
+        Some(daemon.pid()),
+        "the escapee was handed to the daemon"
+    );
+    wait_for(|| parent_and_state().is_none(), "the escapee to be reaped");
+}
