@@ -62,11 +62,12 @@ const WEAK: &[&str] = &[
 /// What the default patterns need, literally, anywhere in a line: a search for these alone runs
 /// at memory speed (a SIMD multi-literal search), and only the lines that hold one are tried
 /// against the patterns themselves.
-const PREFILTER: &str = r"error|Error|Exception|panic|FAIL|FATAL|CRITICAL|\*\*\* |\.go:";
+const ANYWHERE: &str = r"error|Error|Exception|panic|FAIL|FATAL|CRITICAL|\*\*\* |\.go:";
 
-/// What the other default patterns need at a line's start (`ERROR `, `npm ERR!`, ...): checked
-/// at each line's first bytes, never searched for, so a log with an `ERROR` level in the middle
-/// of every fifth line costs a byte compare per line, not a search hit.
+/// What the other default patterns need at a line's start (`ERROR `, `npm ERR!`, ...). They
+/// join the search after a newline, so a log with an `ERROR` level in the middle of every
+/// fifth line costs nothing, and no line is looked at one by one; a text's first line is
+/// checked apart.
 const LINE_STARTS: &[&str] = &[
     "ERROR ",
     "[ERROR] ",
@@ -75,6 +76,15 @@ const LINE_STARTS: &[&str] = &[
     "Caused by",
     "make",
 ];
+
+/// The prefilter: [`ANYWHERE`], and each of [`LINE_STARTS`] after a newline.
+fn prefilter() -> Regex {
+    let starts = LINE_STARTS
+        .iter()
+        .map(|l| format!("|\\n{}", regex::escape(l)))
+        .collect::<String>();
+    Regex::new(&format!("{ANYWHERE}{starts}")).expect("the prefilter is valid")
+}
 
 /// Cap on each thread's lazy-DFA cache for the patterns: every run's reader thread gets its
 /// own, and the default (a few MiB) times 32 runs in flight would dominate the daemon's memory.
@@ -155,7 +165,7 @@ impl Patterns {
             // A user's pattern may need none of the literals: then every line is tried.
             prefilter: extra
                 .is_empty()
-                .then(|| Regex::new(PREFILTER).expect("the prefilter is valid")),
+                .then(prefilter),
             weak: build(&weak)?,
             extra: build(extra)?,
             location: Regex::new(LOCATION).expect("the location pattern is valid"),
@@ -331,26 +341,17 @@ impl Highlighter {
             }
             return starts;
         };
-        let mut starts: Vec<usize> = prefilter
-            .find_iter(text)
-            .map(|m| line_start(m.start()))
-            .collect();
-        // One byte compare for most lines: only these bytes begin a LINE_STARTS literal.
-        let begins = |at: usize| {
-            let rest = &text.as_bytes()[at..];
-            matches!(rest.first(), Some(b'E' | b'[' | b'n' | b'T' | b'C' | b'm'))
-                && LINE_STARTS.iter().any(|l| rest.starts_with(l.as_bytes()))
-        };
-        if begins(0) {
-            starts.push(0);
-        }
-        starts.extend(
-            memchr::memchr_iter(b'\n', text.as_bytes())
-                .map(|nl| nl + 1)
-                .filter(|&at| at < text.len() && begins(at)),
-        );
-        starts.sort_unstable();
-        starts.dedup();
+        let first_line = LINE_STARTS.iter().any(|l| text.starts_with(l));
+        let mut starts: Vec<usize> = first_line.then_some(0).into_iter().collect();
+        starts.extend(prefilter.find_iter(text).map(|m| {
+            // A LINE_STARTS literal matches with the newline before it.
+            if text.as_bytes()[m.start()] == b'\n' {
+                m.start() + 1
+            } else {
+                line_start(m.start())
+            }
+        }));
+        starts.dedup(); // in order already: several hits in one line are adjacent
         starts
     }
 
