@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::Sandbox;
 
 /// How long any wait in these tests may take before it counts as a failure.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+pub const PATIENCE: Duration = Duration::from_secs(60);
 
 pub struct TestDaemon {
     pub sandbox: Sandbox,
