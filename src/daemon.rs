@@ -4,7 +4,9 @@
 //! the bind is safe): the data directory is checked, then the socket is either inherited from
 //! systemd (`LISTEN_FDS`/`LISTEN_PID`) or bound by us. Binding first takes an exclusive lock
 //! on `<socket>.lock`, so of two daemons started at once exactly one wins, and only the winner
-//! may replace a stale socket file left by a crash (one that refuses connections).
+//! may replace a stale socket file left by a crash (one that refuses connections). Nothing at
+//! those paths is followed if it is a symbolic link, and nothing but a socket is ever replaced.
+//! The soft limit on open files is raised to the hard one, since every client holds one.
 //!
 //! SIGTERM or SIGINT (via `signal-hook`) starts a graceful shutdown: stop accepting, stop every
 //! running command's process group (TERM, then KILL after the grace period), let each run
@@ -156,8 +158,16 @@ fn lock_socket(socket: &Path) -> Result<Flock<File>> {
         .truncate(false)
         .write(true)
         .mode(0o600)
+        // A symlink here would have us create or lock whatever it points to.
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(&path)
-        .with_context(|| format!("cannot open lock file {}", path.display()))?;
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => anyhow::anyhow!(
+                "lock file {} is a symbolic link; refusing to follow it",
+                path.display()
+            ),
+            _ => anyhow::Error::new(e).context(format!("cannot open lock file {}", path.display())),
+        })?;
     Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
         if errno == nix::errno::Errno::EWOULDBLOCK {
             anyhow::anyhow!(
@@ -176,10 +186,25 @@ fn lock_path(socket: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Removes a socket file nobody answers on; refuses when somebody does.
+/// Removes a socket file nobody answers on; refuses when somebody does, and refuses anything
+/// that is not a socket (a symlink is never followed, a file never deleted).
 fn remove_stale_socket(socket: &Path) -> Result<()> {
-    if std::fs::symlink_metadata(socket).is_err() {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(socket) else {
         return Ok(());
+    };
+    let kind = meta.file_type();
+    if !kind.is_socket() {
+        let what = if kind.is_symlink() {
+            "a symbolic link"
+        } else {
+            "not a socket"
+        };
+        bail!(
+            "{} is {what}; refusing to use or replace it: remove it if it is yours, or choose \
+             another socket path",
+            socket.display()
+        );
     }
     if std::os::unix::net::UnixStream::connect(socket).is_ok() {
         bail!(
