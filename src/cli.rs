@@ -291,6 +291,10 @@ struct DaemonArgs {
     /// Disk quota for spills (e.g. 10GiB, 500MB): the oldest finished runs go first.
     #[arg(long, env = "SPILLWAY_MAX_DISK", value_name = "SIZE", value_parser = parse_size, default_value = "10GiB")]
     max_disk: u64,
+    /// How long a client may take to finish sending a request line, and to take each event,
+    /// before it is dropped (idle connections are kept).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    client_timeout: Duration,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -700,6 +704,7 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
             max_disk: args.max_disk,
             ..PurgePolicy::default()
         },
+        client_timeout: args.client_timeout,
     })?;
     Ok(ExitCode::SUCCESS)
 }

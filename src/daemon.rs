@@ -28,6 +28,7 @@ use tokio::sync::watch;
 
 use crate::index::{INDEX_FILE, Index};
 use crate::protocol::PurgeRequest;
+use crate::pty;
 use crate::purge::PurgePolicy;
 use crate::server::{self, Daemon, Settings};
 use crate::spill::{DataDir, ensure_private_dir};
@@ -45,7 +46,14 @@ pub struct DaemonConfig {
     pub kill_grace: Duration,
     /// Retention, disk quota and orphan grace for spills.
     pub policy: PurgePolicy,
+    /// How long a client may take to finish a request line, and to take each event.
+    pub client_timeout: Duration,
 }
+
+/// Most connections served at once...
+const MAX_CLIENTS: usize = 4096;
+/// ...and at most this share of the open-file limit (the rest is for runs, spills and the index).
+const CLIENTS_SHARE_OF_FILES: u64 = 2;
 
 /// How often the daemon purges old spills after the one at start-up.
 const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -67,20 +75,72 @@ pub fn run(config: DaemonConfig) -> Result<()> {
     // opened (systemd stopping a unit that is still starting) waits in the queue and becomes
     // an orderly shutdown instead of killing the daemon mid-way.
     let signals = catch_signals()?;
+    let files = raise_file_limit();
     let data_dir = DataDir::open(&config.data_dir)
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
     let listener = claim_socket(&config.socket)?;
-    let index = open_index(&data_dir)?;
+    let (index, records) = match open_index(&data_dir) {
+        Ok(opened) => opened,
+        Err(e) => {
+            listener.release(&config.socket);
+            return Err(e);
+        }
+    };
+    let max_clients = usize::try_from(files / CLIENTS_SHARE_OF_FILES)
+        .unwrap_or(usize::MAX)
+        .min(MAX_CLIENTS);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("spillway-daemon")
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, data_dir, index, listener, signals))
+    let opened = Opened {
+        data_dir,
+        index,
+        records,
+        listener,
+        max_clients,
+    };
+    runtime.block_on(serve(config, opened, signals))
 }
 
-/// Opens the index and marks the runs a dead daemon left `running` as `interrupted`.
-fn open_index(data_dir: &DataDir) -> Result<Index> {
+/// What start-up set up for [`serve`].
+struct Opened {
+    data_dir: DataDir,
+    index: Index,
+    /// A second connection to the index, for writing runs' records.
+    records: Index,
+    listener: Listener,
+    max_clients: usize,
+}
+
+/// Raises the soft limit on open files to the hard limit (every client holds a descriptor, and
+/// a soft limit of 1024 would let a few hundred idle clients starve the runs); commands get the
+/// old soft limit back, as programs that `select()` or close every descriptor expect. Returns
+/// the limit now in force.
+fn raise_file_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft >= hard {
+        return soft;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => {
+            pty::give_commands_file_limit(soft);
+            hard
+        }
+        Err(e) => {
+            tracing::warn!(soft, hard, error = %e, "cannot raise the open-file limit");
+            soft
+        }
+    }
+}
+
+/// Opens the index (and a second connection to it for the run records) and marks the runs a
+/// dead daemon left `running` as `interrupted`.
+fn open_index(data_dir: &DataDir) -> Result<(Index, Index)> {
     let path = data_dir.root().join(INDEX_FILE);
     let mut index = Index::open(&path)?;
     // A new daemon may get a dead one's pid (pid 1 in a container): never count ourselves.
@@ -93,7 +153,7 @@ fn open_index(data_dir: &DataDir) -> Result<Index> {
             "marked runs of a daemon that died as interrupted"
         );
     }
-    Ok(index)
+    Ok((index, Index::open(&path)?))
 }
 
 /// Whether a process exists (EPERM: it does, but is not ours).
@@ -231,13 +291,25 @@ fn bind_private(socket: &Path) -> Result<StdUnixListener> {
     Ok(listener)
 }
 
-async fn serve(
-    config: DaemonConfig,
-    data_dir: DataDir,
-    index: Index,
-    listener: Listener,
-    signals: Signals,
-) -> Result<()> {
+impl Listener {
+    /// Gives up a socket we bound, when start-up fails after binding: no stale socket is left.
+    fn release(self, socket: &Path) {
+        if let Listener::Bound { listener, _lock } = self {
+            drop(listener);
+            let _ = std::fs::remove_file(socket);
+            let _ = std::fs::remove_file(lock_path(socket));
+        }
+    }
+}
+
+async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result<()> {
+    let Opened {
+        data_dir,
+        index,
+        records,
+        listener,
+        max_clients,
+    } = opened;
     let (std_listener, owned_socket) = match listener {
         Listener::Bound {
             listener,
@@ -253,8 +325,12 @@ async fn serve(
         default_timeout: config.default_timeout,
         kill_grace: config.kill_grace,
         policy: config.policy.clone(),
+        client_timeout: config.client_timeout,
+        max_clients,
     };
-    let daemon = Arc::new(Daemon::new(data_dir, index, settings));
+    let daemon = Arc::new(
+        Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,
+    );
     tokio::spawn(purge_periodically(Arc::clone(&daemon)));
     if let Some(idle) = config.idle_exit {
         tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
@@ -265,6 +341,7 @@ async fn serve(
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     tracing::info!("shutting down: stopping running commands");
     daemon.stop_all_runs().await;
+    daemon.flush_records().await;
     if let Some((socket, _lock)) = owned_socket {
         let _ = std::fs::remove_file(&socket);
         let _ = std::fs::remove_file(lock_path(&socket));

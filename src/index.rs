@@ -132,6 +132,21 @@ pub enum IndexError {
     Io { path: PathBuf, source: io::Error },
 }
 
+impl IndexError {
+    /// Another connection held the write lock past the busy timeout: the same write may well
+    /// succeed later.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            IndexError::Sql(rusqlite::Error::SqliteFailure(failure, _))
+                if matches!(
+                    failure.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                )
+        )
+    }
+}
+
 /// The run index: one connection to `index.sqlite3`. `Send`, not `Sync`: share it behind a
 /// mutex.
 #[derive(Debug)]
@@ -272,6 +287,12 @@ impl Index {
             conn,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Sets how long a write waits for another connection's lock before it fails busy (5 s
+    /// unless set): a writer that retries by itself waits less, to know sooner.
+    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<(), IndexError> {
+        Ok(self.conn.busy_timeout(timeout)?)
     }
 
     /// Inserts a run at its start; Ok(false) if the id already exists (the caller picks another).
