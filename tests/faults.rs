@@ -70,19 +70,6 @@ fn processes_mentioning(text: &str) -> Vec<u32> {
         .collect()
 }
 
-/// A daemon whose log goes to `daemon.log` in its sandbox, to be checked for panics.
-fn logged_daemon(extra: &[&str]) -> TestDaemon {
-    TestDaemon::start_customised(|cmd, sandbox| {
-        let log = File::create(sandbox.dir.path().join("daemon.log")).unwrap();
-        cmd.args(extra).stderr(log);
-    })
-}
-
-fn assert_no_panic(daemon: &TestDaemon) {
-    let log = std::fs::read_to_string(daemon.sandbox.dir.path().join("daemon.log")).unwrap();
-    assert!(!log.contains("panicked"), "the daemon panicked:\n{log}");
-}
-
 const CYCLES: usize = 10;
 const RUNS_PER_CYCLE: usize = 8;
 
@@ -318,19 +305,20 @@ fn runs_survive(daemon: &TestDaemon, squeeze: &Squeeze) {
 
     squeeze.release();
     const WHOLE: u64 = 200_000; // 1.3 MB: fits
-    let exit = json_of(&daemon.run(&["--json", "--no-tty", "--", "seq", "1", "200000"]));
+    let whole = format!("seq 1 {WHOLE}");
+    let exit = json_of(&daemon.run(&["--json", "--no-tty", "-c", &whole]));
     let content = exit["content"].as_str().unwrap();
     assert!(!content.contains("INCOMPLETE"), "{content}");
     let spill = std::fs::read(exit["spill_path"].as_str().unwrap()).unwrap();
     assert!(spill == seq(WHOLE).as_bytes(), "the spill is byte-exact");
     let row = history(daemon).into_iter().find(|r| r["id"] == exit["id"]);
     assert_eq!(row.unwrap()["spill_complete"], true);
-    assert_no_panic(daemon);
+    daemon.assert_no_panic();
 }
 
 #[test]
 fn a_full_spill_file_system_gives_incomplete_previews_then_whole_spills_again() {
-    let mut daemon = logged_daemon(&[]);
+    let mut daemon = TestDaemon::start_logged();
     let spills = daemon.sandbox.data_dir().join("spills");
     let squeeze = Squeeze::full_disk(&spills).unwrap_or_else(|| {
         println!("faults: cannot mount a tmpfs here (not root?): a file-size limit instead");
@@ -342,7 +330,7 @@ fn a_full_spill_file_system_gives_incomplete_previews_then_whole_spills_again() 
 
 #[test]
 fn a_file_size_limit_gives_incomplete_previews_then_whole_spills_again() {
-    let mut daemon = logged_daemon(&[]);
+    let mut daemon = TestDaemon::start_logged();
     let squeeze = Squeeze::file_size(daemon.pid());
     runs_survive(&daemon, &squeeze);
     assert!(daemon.terminate().success());
@@ -353,7 +341,7 @@ const LOCK_HELD: Duration = Duration::from_secs(7);
 
 #[test]
 fn runs_go_on_while_another_process_locks_the_index_and_are_recorded_after() {
-    let daemon = logged_daemon(&[]);
+    let daemon = TestDaemon::start_logged();
     let mut early = daemon.client();
     let started = early.ask(&shell("echo early; sleep 1.5; echo late"));
     let early_id = started["id"].as_str().unwrap().to_string();
@@ -409,7 +397,7 @@ fn runs_go_on_while_another_process_locks_the_index_and_are_recorded_after() {
         "faults: records written {:.2?} after the lock was released",
         released.elapsed()
     );
-    assert_no_panic(&daemon);
+    daemon.assert_no_panic();
 }
 
 /// Starts a daemon on `sandbox`'s data directory and `socket`, expecting it to refuse to start;

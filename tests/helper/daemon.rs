@@ -29,6 +29,21 @@ impl TestDaemon {
         })
     }
 
+    /// Starts a daemon whose log goes to `daemon.log` in its sandbox, for
+    /// [`TestDaemon::assert_no_panic`].
+    pub fn start_logged() -> TestDaemon {
+        Self::start_customised(|cmd, sandbox| {
+            let log = std::fs::File::create(sandbox.dir.path().join("daemon.log")).unwrap();
+            cmd.stderr(log);
+        })
+    }
+
+    /// Fails if the log of a daemon from [`TestDaemon::start_logged`] shows a panic.
+    pub fn assert_no_panic(&self) {
+        let log = std::fs::read_to_string(self.sandbox.dir.path().join("daemon.log")).unwrap();
+        assert!(!log.contains("panicked"), "the daemon panicked:\n{log}");
+    }
+
     /// Starts a daemon whose command `configure` adjusts first (flags, limits, its log).
     pub fn start_customised(configure: impl FnOnce(&mut Command, &Sandbox)) -> TestDaemon {
         let sandbox = Sandbox::new();
