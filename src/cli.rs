@@ -297,6 +297,10 @@ struct DaemonArgs {
     /// Cap on each run's spill file: past it the file stops growing (the preview goes on).
     #[arg(long, env = "SPILLWAY_MAX_SPILL", value_name = "SIZE", value_parser = parse_spill_cap, default_value = "1GiB")]
     max_spill: u64,
+    /// How long a client may take to finish sending a request line, and to take each event,
+    /// before it is dropped (idle connections are kept).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    client_timeout: Duration,
 }
 
 fn parse_spill_cap(text: &str) -> Result<u64, String> {
@@ -719,6 +723,7 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
             ..PurgePolicy::default()
         },
         max_spill: args.max_spill,
+        client_timeout: args.client_timeout,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -63,11 +63,17 @@ impl Connection {
         })
     }
 
-    /// Sends one request line.
+    /// Sends one request line. A daemon that hung up first may have said why (a refusal);
+    /// either way the error carries no broken pipe, which the CLI would take for a closed
+    /// stdout and so for success.
     pub fn send(&mut self, line: &str) -> Result<()> {
-        self.writer
-            .write_all(line.as_bytes())
-            .context("cannot send the request to the daemon")
+        let Err(e) = self.writer.write_all(line.as_bytes()) else {
+            return Ok(());
+        };
+        match self.next_event() {
+            Ok(Event::Error(error)) => bail!("{}", error.message),
+            _ => bail!("cannot send the request to the daemon: {e}"),
+        }
     }
 
     /// The next event; an error if the daemon closed the connection or sent garbage.
@@ -137,5 +143,38 @@ fn start_daemon(endpoint: &Endpoint) -> Result<UnixStream> {
             );
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+    use crate::protocol::ErrorCode;
+
+    #[test]
+    fn a_daemon_that_refuses_before_the_request_is_heard_not_taken_for_a_broken_pipe() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let endpoint = Endpoint {
+            socket,
+            data_dir: dir.path().to_path_buf(),
+        };
+        let mut connection = Connection::open(&endpoint).unwrap();
+        let (mut daemon_side, _) = listener.accept().unwrap();
+        let refusal = Event::error(ErrorCode::Forbidden, "connection from uid 65534 refused");
+        daemon_side.write_all(refusal.to_line().as_bytes()).unwrap();
+        drop(daemon_side);
+
+        let error = connection.send("{\"v\": 1, \"op\": \"ps\"}\n").unwrap_err();
+        assert_eq!(error.to_string(), "connection from uid 65534 refused");
+        assert!(
+            error
+                .chain()
+                .all(|cause| cause.downcast_ref::<std::io::Error>().is_none()),
+            "{error:?}"
+        );
     }
 }

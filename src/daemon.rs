@@ -4,7 +4,9 @@
 //! the bind is safe): the data directory is checked, then the socket is either inherited from
 //! systemd (`LISTEN_FDS`/`LISTEN_PID`) or bound by us. Binding first takes an exclusive lock
 //! on `<socket>.lock`, so of two daemons started at once exactly one wins, and only the winner
-//! may replace a stale socket file left by a crash (one that refuses connections).
+//! may replace a stale socket file left by a crash (one that refuses connections). Nothing at
+//! those paths is followed if it is a symbolic link, and nothing but a socket is ever replaced.
+//! The soft limit on open files is raised to the hard one, since every client holds one.
 //!
 //! SIGTERM or SIGINT (via `signal-hook`) starts a graceful shutdown: stop accepting, stop every
 //! running command's process group (TERM, then KILL after the grace period), let each run
@@ -26,6 +28,7 @@ use tokio::sync::watch;
 
 use crate::index::{INDEX_FILE, Index};
 use crate::protocol::PurgeRequest;
+use crate::pty;
 use crate::purge::PurgePolicy;
 use crate::server::{self, Daemon, Settings};
 use crate::spill::{DataDir, ensure_private_dir};
@@ -45,7 +48,14 @@ pub struct DaemonConfig {
     pub policy: PurgePolicy,
     /// Cap on each run's spill file.
     pub max_spill: u64,
+    /// How long a client may take to finish a request line, and to take each event.
+    pub client_timeout: Duration,
 }
+
+/// Most connections served at once...
+const MAX_CLIENTS: usize = 4096;
+/// ...and at most this share of the open-file limit (the rest is for runs, spills and the index).
+const CLIENTS_SHARE_OF_FILES: u64 = 2;
 
 /// How often the daemon purges old spills after the one at start-up.
 const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -70,20 +80,72 @@ pub fn run(config: DaemonConfig) -> Result<()> {
     // opened (systemd stopping a unit that is still starting) waits in the queue and becomes
     // an orderly shutdown instead of killing the daemon mid-way.
     let signals = catch_signals()?;
+    let files = raise_file_limit();
     let data_dir = DataDir::open(&config.data_dir)
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
     let listener = claim_socket(&config.socket)?;
-    let index = open_index(&data_dir)?;
+    let (index, records) = match open_index(&data_dir) {
+        Ok(opened) => opened,
+        Err(e) => {
+            listener.release(&config.socket);
+            return Err(e);
+        }
+    };
+    let max_clients = usize::try_from(files / CLIENTS_SHARE_OF_FILES)
+        .unwrap_or(usize::MAX)
+        .min(MAX_CLIENTS);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("spillway-daemon")
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, data_dir, index, listener, signals))
+    let opened = Opened {
+        data_dir,
+        index,
+        records,
+        listener,
+        max_clients,
+    };
+    runtime.block_on(serve(config, opened, signals))
 }
 
-/// Opens the index and marks the runs a dead daemon left `running` as `interrupted`.
-fn open_index(data_dir: &DataDir) -> Result<Index> {
+/// What start-up set up for [`serve`].
+struct Opened {
+    data_dir: DataDir,
+    index: Index,
+    /// A second connection to the index, for writing runs' records.
+    records: Index,
+    listener: Listener,
+    max_clients: usize,
+}
+
+/// Raises the soft limit on open files to the hard limit (every client holds a descriptor, and
+/// a soft limit of 1024 would let a few hundred idle clients starve the runs); commands get the
+/// old soft limit back, as programs that `select()` or close every descriptor expect. Returns
+/// the limit now in force.
+fn raise_file_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft >= hard {
+        return soft;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => {
+            pty::give_commands_file_limit(soft);
+            hard
+        }
+        Err(e) => {
+            tracing::warn!(soft, hard, error = %e, "cannot raise the open-file limit");
+            soft
+        }
+    }
+}
+
+/// Opens the index (and a second connection to it for the run records) and marks the runs a
+/// dead daemon left `running` as `interrupted`.
+fn open_index(data_dir: &DataDir) -> Result<(Index, Index)> {
     let path = data_dir.root().join(INDEX_FILE);
     let mut index = Index::open(&path)?;
     // A new daemon may get a dead one's pid (pid 1 in a container): never count ourselves.
@@ -96,7 +158,7 @@ fn open_index(data_dir: &DataDir) -> Result<Index> {
             "marked runs of a daemon that died as interrupted"
         );
     }
-    Ok(index)
+    Ok((index, Index::open(&path)?))
 }
 
 /// Whether a process exists (EPERM: it does, but is not ours).
@@ -161,8 +223,16 @@ fn lock_socket(socket: &Path) -> Result<Flock<File>> {
         .truncate(false)
         .write(true)
         .mode(0o600)
+        // A symlink here would have us create or lock whatever it points to.
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(&path)
-        .with_context(|| format!("cannot open lock file {}", path.display()))?;
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => anyhow::anyhow!(
+                "lock file {} is a symbolic link; refusing to follow it",
+                path.display()
+            ),
+            _ => anyhow::Error::new(e).context(format!("cannot open lock file {}", path.display())),
+        })?;
     Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
         if errno == nix::errno::Errno::EWOULDBLOCK {
             anyhow::anyhow!(
@@ -181,10 +251,25 @@ fn lock_path(socket: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Removes a socket file nobody answers on; refuses when somebody does.
+/// Removes a socket file nobody answers on; refuses when somebody does, and refuses anything
+/// that is not a socket (a symlink is never followed, a file never deleted).
 fn remove_stale_socket(socket: &Path) -> Result<()> {
-    if std::fs::symlink_metadata(socket).is_err() {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(socket) else {
         return Ok(());
+    };
+    let kind = meta.file_type();
+    if !kind.is_socket() {
+        let what = if kind.is_symlink() {
+            "a symbolic link"
+        } else {
+            "not a socket"
+        };
+        bail!(
+            "{} is {what}; refusing to use or replace it: remove it if it is yours, or choose \
+             another socket path",
+            socket.display()
+        );
     }
     if std::os::unix::net::UnixStream::connect(socket).is_ok() {
         bail!(
@@ -211,13 +296,25 @@ fn bind_private(socket: &Path) -> Result<StdUnixListener> {
     Ok(listener)
 }
 
-async fn serve(
-    config: DaemonConfig,
-    data_dir: DataDir,
-    index: Index,
-    listener: Listener,
-    signals: Signals,
-) -> Result<()> {
+impl Listener {
+    /// Gives up a socket we bound, when start-up fails after binding: no stale socket is left.
+    fn release(self, socket: &Path) {
+        if let Listener::Bound { listener, _lock } = self {
+            drop(listener);
+            let _ = std::fs::remove_file(socket);
+            let _ = std::fs::remove_file(lock_path(socket));
+        }
+    }
+}
+
+async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result<()> {
+    let Opened {
+        data_dir,
+        index,
+        records,
+        listener,
+        max_clients,
+    } = opened;
     let (std_listener, owned_socket) = match listener {
         Listener::Bound {
             listener,
@@ -234,8 +331,12 @@ async fn serve(
         kill_grace: config.kill_grace,
         policy: config.policy.clone(),
         max_spill: config.max_spill,
+        client_timeout: config.client_timeout,
+        max_clients,
     };
-    let daemon = Arc::new(Daemon::new(data_dir, index, settings));
+    let daemon = Arc::new(
+        Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,
+    );
     tokio::spawn(purge_periodically(Arc::clone(&daemon)));
     tokio::spawn(reap_strays_periodically());
     if let Some(idle) = config.idle_exit {
@@ -247,6 +348,7 @@ async fn serve(
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     tracing::info!("shutting down: stopping running commands");
     daemon.stop_all_runs().await;
+    daemon.flush_records().await;
     if let Some((socket, _lock)) = owned_socket {
         let _ = std::fs::remove_file(&socket);
         let _ = std::fs::remove_file(lock_path(&socket));

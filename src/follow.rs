@@ -46,10 +46,20 @@ pub struct Tail {
     buf: Vec<u8>,
 }
 
+/// Opens a spill file for reading, refusing a symbolic link (`ELOOP`): the daemon reads the file
+/// it created, never whatever a link put in its place points to.
+pub fn open_spill(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+}
+
 impl Tail {
-    /// Opens `path` to follow it from `start`.
+    /// Opens `path` (not a symlink) to follow it from `start`.
     pub fn open(path: &Path, start: Start) -> io::Result<Tail> {
-        let file = File::open(path)?;
+        let file = open_spill(path)?;
         let mut tail = Tail {
             file,
             pos: 0,

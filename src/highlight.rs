@@ -163,9 +163,7 @@ impl Patterns {
         Ok(Patterns {
             any,
             // A user's pattern may need none of the literals: then every line is tried.
-            prefilter: extra
-                .is_empty()
-                .then(prefilter),
+            prefilter: extra.is_empty().then(prefilter),
             weak: build(&weak)?,
             extra: build(extra)?,
             location: Regex::new(LOCATION).expect("the location pattern is valid"),

@@ -11,11 +11,18 @@
 //! [`Index::recover_interrupted`] marks them `interrupted` at the next start. WAL also lets
 //! readers work while one process writes; writers queue behind each other for up to the 5 s
 //! busy timeout, and take the write lock when their transaction begins (`IMMEDIATE`), so two
-//! processes never deadlock upgrading a read to a write.
+//! processes never deadlock upgrading a read to a write. Past the timeout a write fails with
+//! an error [`IndexError::is_busy`] recognises; the daemon then keeps its runs' records and
+//! tries again (`server::recorder`).
 //!
 //! Migrations are only ever appended, never edited: `PRAGMA user_version` counts those applied,
 //! an older database is migrated in place at open, and a newer one (from a later spillway) is
 //! refused with [`IndexError::TooNew`] rather than guessed at.
+//!
+//! A file that is not ours is never written to: before the first write (switching to WAL
+//! changes the file's header) [`Index::open`] refuses a symlink, a file that is not an SQLite
+//! database or is damaged ([`IndexError::NotADatabase`]), another program's database
+//! ([`IndexError::Foreign`]) and a newer spillway's, each with a message that says what to do.
 //!
 //! Times are stored as INTEGER Unix milliseconds (UTC), so time ranges are index ranges; they
 //! come back at millisecond precision.
@@ -29,9 +36,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use rusqlite::types::{Type, Value};
 use rusqlite::{
-    Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params, params_from_iter,
+    Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params,
+    params_from_iter,
 };
-use rusqlite_migration::{M, MigrationDefinitionError, Migrations};
+use rusqlite_migration::{M, Migrations};
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{RunId, RunStatus};
@@ -83,10 +91,32 @@ pub enum IndexError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    /// The index's path is a symbolic link: it is never followed, so that nobody can point the
+    /// daemon's writes at another file.
+    #[error(
+        "the run index {path} is a symbolic link; refusing to follow it: \
+         replace it with the file itself, or use another data directory"
+    )]
+    Symlink { path: PathBuf },
+    /// The file is not an SQLite database, or is damaged; it is left as it was.
+    #[error(
+        "the run index {path} is not an SQLite database or is damaged ({reason}); it was not \
+         touched: move it away (spillway then starts a new, empty index) or use another data \
+         directory"
+    )]
+    NotADatabase { path: PathBuf, reason: String },
+    /// An SQLite database of some other program; it is left as it was.
+    #[error(
+        "{path} is an SQLite database but not a spillway run index (its tables: {tables}); it \
+         was not touched: move it away (spillway then starts a new, empty index) or use \
+         another data directory"
+    )]
+    Foreign { path: PathBuf, tables: String },
     /// The database has more migrations applied than this build knows.
     #[error(
         "{path} was written by a newer spillway (schema {found}, this build knows {supported}); \
-         upgrade spillway or move the file away"
+         it was not touched: upgrade spillway, or move it away (spillway then starts a new, \
+         empty index)"
     )]
     TooNew {
         path: PathBuf,
@@ -102,6 +132,21 @@ pub enum IndexError {
     /// A file or directory the index or the purge needed could not be read.
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+}
+
+impl IndexError {
+    /// Another connection held the write lock past the busy timeout: the same write may well
+    /// succeed later.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            IndexError::Sql(rusqlite::Error::SqliteFailure(failure, _))
+                if matches!(
+                    failure.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                )
+        )
+    }
 }
 
 /// The run index: one connection to `index.sqlite3`. `Send`, not `Sync`: share it behind a
@@ -225,18 +270,34 @@ pub struct IndexStats {
 
 impl Index {
     /// Opens (creating) the index at `path`, applies migrations, sets WAL and the busy timeout.
+    /// A file that is not a spillway index (or is a newer one) is refused untouched.
     pub fn open(path: &Path) -> Result<Index, IndexError> {
         let opened = |source| IndexError::Open {
             path: path.to_path_buf(),
             source,
         };
-        let mut conn = Connection::open(path).map_err(opened)?;
+        if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
+            return Err(IndexError::Symlink {
+                path: path.to_path_buf(),
+            });
+        }
+        // NOFOLLOW as well: a symlink put there after the check is refused by SQLite itself.
+        let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(opened)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(opened)?;
+        check_ours(&conn, path)?;
         configure(&mut conn).map_err(opened)?;
         migrate(&mut conn, path)?;
         Ok(Index {
             conn,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Sets how long a write waits for another connection's lock before it fails busy (5 s
+    /// unless set): a writer that retries by itself waits less, to know sooner.
+    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<(), IndexError> {
+        Ok(self.conn.busy_timeout(timeout)?)
     }
 
     /// Inserts a run at its start; Ok(false) if the id already exists (the caller picks another).
@@ -541,9 +602,54 @@ impl Index {
     }
 }
 
-/// Sets up a fresh connection: busy timeout, WAL, foreign keys.
+/// Refuses, before anything is written to it, a file that is not a spillway index (or not yet
+/// one: an empty database is ours to set up) or that a newer spillway wrote.
+fn check_ours(conn: &Connection, path: &Path) -> Result<(), IndexError> {
+    // The first read of the file: one that is not a database fails here.
+    let version = schema_version(conn).map_err(|e| match e {
+        IndexError::Sql(error @ rusqlite::Error::SqliteFailure(failure, _))
+            if matches!(
+                failure.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            ) =>
+        {
+            IndexError::NotADatabase {
+                path: path.to_path_buf(),
+                reason: error.to_string(),
+            }
+        }
+        other => other,
+    })?;
+    let tables = user_tables(conn)?;
+    // Tables with no schema version, or without ours, are another program's.
+    if !tables.is_empty() && (version == 0 || !tables.iter().any(|t| t == "runs")) {
+        return Err(IndexError::Foreign {
+            path: path.to_path_buf(),
+            tables: tables.join(", "),
+        });
+    }
+    if version > MIGRATIONS.len() {
+        return Err(IndexError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: MIGRATIONS.len(),
+        });
+    }
+    Ok(())
+}
+
+/// The database's own tables, by name.
+fn user_tables(conn: &Connection) -> Result<Vec<String>, IndexError> {
+    let mut statement = conn.prepare(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' \
+         ESCAPE '\\' ORDER BY name",
+    )?;
+    let names = statement.query_map([], |row| row.get(0))?;
+    Ok(names.collect::<Result<_, _>>()?)
+}
+
+/// Sets up a fresh connection: WAL, immediate transactions, foreign keys.
 fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
-    conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.set_transaction_behavior(TransactionBehavior::Immediate);
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "wal", |row| row.get(0))?;
@@ -567,20 +673,11 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), IndexError> {
     let result = migrations
         .to_latest(conn)
         .or_else(|_| migrations.to_latest(conn));
-    match result {
-        Ok(()) => Ok(()),
-        Err(rusqlite_migration::Error::MigrationDefinition(
-            MigrationDefinitionError::DatabaseTooFarAhead,
-        )) => Err(IndexError::TooNew {
-            path: path.to_path_buf(),
-            found: schema_version(conn)?,
-            supported: MIGRATIONS.len(),
-        }),
-        Err(e) => Err(IndexError::Migrate {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        }),
-    }
+    // A database too new was refused by `check_ours`.
+    result.map_err(|e| IndexError::Migrate {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// How many migrations the database has had.
@@ -1047,6 +1144,7 @@ pub(crate) mod tests {
         let conn = Connection::open(&path).unwrap();
         conn.pragma_update(None, "user_version", 5).unwrap();
         drop(conn);
+        let before = std::fs::read(&path).unwrap();
         let error = Index::open(&path).unwrap_err();
         let IndexError::TooNew {
             found, supported, ..
@@ -1057,24 +1155,60 @@ pub(crate) mod tests {
         assert_eq!((*found, *supported), (5, 3));
         let message = error.to_string();
         assert!(
-            message.contains("index.sqlite3 was written by a newer spillway (schema 5, this build knows 3); upgrade spillway or move the file away"),
+            message.contains(
+                "index.sqlite3 was written by a newer spillway (schema 5, this build knows 3); \
+                 it was not touched: upgrade spillway, or move it away"
+            ),
             "{message}"
         );
-        // Refused, not touched.
-        let conn = Connection::open(&path).unwrap();
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, 5);
+        // Refused, not touched (not even switched to WAL).
+        assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 
     #[test]
-    fn a_file_that_is_not_a_database_is_an_open_error() {
+    fn a_file_that_is_not_a_database_is_refused_untouched() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(INDEX_FILE);
         std::fs::write(&path, vec![b'x'; 4096]).unwrap();
         let error = Index::open(&path).unwrap_err();
-        assert!(matches!(error, IndexError::Open { .. }), "{error:?}");
+        assert!(
+            matches!(error, IndexError::NotADatabase { .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("move it away"), "{error}");
+        assert_eq!(std::fs::read(&path).unwrap(), vec![b'x'; 4096]);
+    }
+
+    #[test]
+    fn another_programs_database_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        for version in [0, 3] {
+            let path = dir.path().join(format!("{version}.sqlite3"));
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch("CREATE TABLE notes (body TEXT); CREATE TABLE tags (name TEXT);")
+                .unwrap();
+            conn.pragma_update(None, "user_version", version).unwrap();
+            drop(conn);
+            let before = std::fs::read(&path).unwrap();
+            let error = Index::open(&path).unwrap_err();
+            let IndexError::Foreign { tables, .. } = &error else {
+                panic!("expected Foreign, got {error:?}");
+            };
+            assert_eq!(tables, "notes, tags");
+            assert_eq!(std::fs::read(&path).unwrap(), before, "version {version}");
+        }
+    }
+
+    #[test]
+    fn a_symlinked_index_is_refused_and_its_target_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"").unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let error = Index::open(&path).unwrap_err();
+        assert!(matches!(error, IndexError::Symlink { .. }), "{error:?}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"");
     }
 
     #[test]

@@ -594,6 +594,11 @@ pub enum ErrorCode {
     RequestTooLarge,
     /// The peer is another user.
     Forbidden,
+    /// The daemon serves as many connections as it takes; this one is closed after this.
+    TooManyClients,
+    /// A request line was begun but not finished within the client timeout; the connection is
+    /// closed after this.
+    RequestTimeout,
     /// The daemon is shutting down and takes no new runs.
     ShuttingDown,
     /// No run has this id.

@@ -22,6 +22,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -37,6 +38,17 @@ use crate::input::Input;
 /// Held while a PTY is created (the moment its descriptors are inheritable) and while a child
 /// is forked, so that no child of ours inherits another run's terminal.
 static FORK_LOCK: Mutex<()> = Mutex::new(());
+
+/// The soft open-file limit commands get, when the daemon raised its own ([`NO_CHANGE`]: the
+/// limit is left as inherited).
+static COMMAND_FILE_LIMIT: AtomicU64 = AtomicU64::new(NO_CHANGE);
+const NO_CHANGE: u64 = u64::MAX;
+
+/// Has every command spawned from now on start with `soft` as its soft open-file limit: the
+/// daemon raises its own for its clients, and commands should see the limit the user set.
+pub fn give_commands_file_limit(soft: u64) {
+    COMMAND_FILE_LIMIT.store(soft, Ordering::Relaxed);
+}
 
 /// The two ends of a run's output channel.
 #[derive(Debug)]
@@ -129,7 +141,8 @@ pub struct ChildSide {
 /// Spawns `cmd` as the leader of a new session, so that its pid is also its process group's
 /// id, with `side` as its stdio and, for a PTY, as its controlling terminal. Signals the daemon
 /// ignores are set back to their defaults in the child (an ignored signal stays ignored across
-/// `exec`, and a command deaf to SIGTERM or SIGINT would be no use).
+/// `exec`, and a command deaf to SIGTERM or SIGINT would be no use), and so is the soft limit
+/// on open files if the daemon raised its own.
 ///
 /// The parent's copies of `side` are closed before this returns. Errors are `std`'s: a failed
 /// `exec` (`ENOENT`, `EACCES`, `ENOEXEC`...) is reported here, not as an exit.
@@ -144,8 +157,8 @@ pub fn spawn(mut cmd: Command, side: ChildSide) -> io::Result<Child> {
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr));
     // SAFETY: the hook runs in the child between fork and exec, where only async-signal-safe
-    // calls are allowed: `become_session_leader` only calls sigaction, setsid and ioctl, and
-    // neither allocates nor takes a lock.
+    // calls are allowed: `become_session_leader` only calls sigaction, getrlimit, setrlimit,
+    // setsid and ioctl, reads an atomic, and neither allocates nor takes a lock.
     unsafe {
         cmd.pre_exec(move || become_session_leader(terminal));
     }
@@ -154,14 +167,22 @@ pub fn spawn(mut cmd: Command, side: ChildSide) -> io::Result<Child> {
     // `cmd`, which holds the parent's copies of the child's side, is dropped here.
 }
 
-/// The child's set-up before `exec`: default signal dispositions, a new session, and stdin
-/// (the PTY's slave, when `terminal`) as the controlling terminal.
+/// The child's set-up before `exec`: default signal dispositions, the user's open-file limit,
+/// a new session, and stdin (the PTY's slave, when `terminal`) as the controlling terminal.
 fn become_session_leader(terminal: bool) -> io::Result<()> {
     for sig in Signal::iterator() {
         if sig != Signal::SIGKILL && sig != Signal::SIGSTOP {
             // SAFETY: installing the default disposition runs no code of ours on delivery.
             // Failure leaves the disposition as it was, which is no reason not to run.
             let _ = unsafe { signal::signal(sig, SigHandler::SigDfl) };
+        }
+    }
+    let soft = COMMAND_FILE_LIMIT.load(Ordering::Relaxed);
+    if soft != NO_CHANGE {
+        use nix::sys::resource::{Resource, getrlimit, setrlimit};
+        // Failure leaves the daemon's higher limit, which is no reason not to run either.
+        if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, soft, hard);
         }
     }
     nix::unistd::setsid()?;

@@ -5,11 +5,20 @@
 //! at once opens two connections. Runs are owned by the daemon, not by the connection: a client
 //! that disconnects mid-run does not stop its command, which completes and is recorded (unless
 //! it asked for `kill_on_disconnect`). The ops on runs in flight (`wait`, `send`, `follow`,
-//! `ps`, `kill`, and `run`'s `yield_ms` and `stream`) live in the `live` submodule. No input
-//! can panic the daemon or reach another client: every bad line gets an `error` event, and a
-//! line over the size limit closes that connection only.
+//! `ps`, `kill`, and `run`'s `yield_ms` and `stream`) live in the `live` submodule, and the
+//! writing of runs' records to the index in `recorder`. No input can panic the daemon or reach
+//! another client: every bad line gets an `error` event, and a line over the size limit closes
+//! that connection only.
+//!
+//! Clumsy and hostile clients cost a bounded amount and are dropped: at most
+//! [`Settings::max_clients`] connections at once (the next ones get a `too_many_clients` error
+//! and are closed); a request line begun must be finished within the client timeout; every event
+//! must be taken by the client within the same timeout, so one that stops reading holds at most
+//! the kernel's socket buffer and the event being sent, and is then dropped. Idle connections
+//! with no request under way may stay open.
 
 mod live;
+mod recorder;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -38,6 +47,7 @@ use crate::spill::DataDir;
 use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
 
 use self::live::{RecentRun, RunEntry, Session};
+use self::recorder::{Record, Recorder};
 
 /// Terminal size and type a run gets unless it asks otherwise.
 const DEFAULT_COLS: u16 = 200;
@@ -47,15 +57,27 @@ const DEFAULT_TERM: &str = "xterm-256color";
 /// How long shutdown waits, past the kill grace, for runs to wind up and clients to be told.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
 
+/// Each connection's read buffer: most request lines fit, and a thousand idle clients cost
+/// little.
+const READ_BUFFER: usize = 4096;
+
+/// How long shutdown waits for the runs' records to reach an index another process has locked.
+const SHUTDOWN_RECORDS: Duration = Duration::from_secs(10);
+
 /// The daemon's shared state: settings, the runs in flight, and activity for idle exit.
 pub struct Daemon {
     data_dir: DataDir,
-    /// The run index; SQLite work happens on blocking threads, never on the runtime's workers.
+    /// The run index, for reads and the purge; SQLite work happens on blocking threads, never
+    /// on the runtime's workers.
     index: Arc<Mutex<Index>>,
+    /// Writes runs' starts and ends, with a connection of its own.
+    recorder: Recorder,
     policy: PurgePolicy,
     default_timeout: Option<Duration>,
     kill_grace: Duration,
     max_spill: u64,
+    client_timeout: Duration,
+    max_clients: usize,
     /// The runs in flight, until they have ended and been recorded.
     runs: Mutex<HashMap<RunId, Arc<RunEntry>>>,
     /// Runs that ended lately, oldest first, for late `wait`s (bounded).
@@ -77,17 +99,30 @@ pub struct Settings {
     pub policy: PurgePolicy,
     /// Cap on each run's spill file; a run may ask for less, never more.
     pub max_spill: u64,
+    /// How long a client may take to finish a request line, and to take each event.
+    pub client_timeout: Duration,
+    /// Connections served at once; more are refused with an error.
+    pub max_clients: usize,
 }
 
 impl Daemon {
-    pub fn new(data_dir: DataDir, index: Index, settings: Settings) -> Self {
-        Daemon {
+    /// A daemon on `index`; `records` is a second connection to it, for writing runs' records.
+    pub fn new(
+        data_dir: DataDir,
+        index: Index,
+        records: Index,
+        settings: Settings,
+    ) -> std::io::Result<Self> {
+        Ok(Daemon {
             data_dir,
             index: Arc::new(Mutex::new(index)),
+            recorder: Recorder::start(records)?,
             policy: settings.policy,
             default_timeout: settings.default_timeout,
             kill_grace: settings.kill_grace,
             max_spill: settings.max_spill,
+            client_timeout: settings.client_timeout,
+            max_clients: settings.max_clients,
             runs: Mutex::new(HashMap::new()),
             recent: Mutex::new(VecDeque::new()),
             deliveries: AtomicUsize::new(0),
@@ -95,7 +130,7 @@ impl Daemon {
             idle_since: Mutex::new(Some(Instant::now())),
             stopping: AtomicBool::new(false),
             changed: Notify::new(),
-        }
+        })
     }
 
     /// Runs `work` on the index on a blocking thread.
@@ -159,6 +194,17 @@ impl Daemon {
         }
     }
 
+    /// Waits (bounded) for the runs' records to be written, at shutdown.
+    pub async fn flush_records(&self) {
+        let left = self.recorder.flush(SHUTDOWN_RECORDS).await;
+        if left > 0 {
+            tracing::error!(
+                records = left,
+                "shutdown: the run index stayed locked; these runs' records are lost"
+            );
+        }
+    }
+
     fn register(&self, id: RunId, entry: Arc<RunEntry>) {
         lock(&self.runs).insert(id, entry);
         self.update_idle();
@@ -170,10 +216,16 @@ impl Daemon {
         self.changed.notify_waiters();
     }
 
-    fn client_arrived(&self) -> ClientGuard<'_> {
-        self.clients.fetch_add(1, Ordering::SeqCst);
+    /// Counts a new client in, unless there are already as many as the daemon serves.
+    fn client_arrived(self: &Arc<Self>) -> Option<ClientGuard> {
+        let admitted = self
+            .clients
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.max_clients).then_some(n + 1)
+            })
+            .is_ok();
         self.update_idle();
-        ClientGuard(self)
+        admitted.then(|| ClientGuard(Arc::clone(self)))
     }
 
     fn update_idle(&self) {
@@ -188,9 +240,9 @@ impl Daemon {
 }
 
 /// Counts a connected client for as long as it lives.
-struct ClientGuard<'a>(&'a Daemon);
+struct ClientGuard(Arc<Daemon>);
 
-impl Drop for ClientGuard<'_> {
+impl Drop for ClientGuard {
     fn drop(&mut self) {
         self.0.clients.fetch_sub(1, Ordering::SeqCst);
         self.0.update_idle();
@@ -206,16 +258,21 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Accepts connections until `stop` turns true.
 pub async fn accept_until_stopped(
     listener: UnixListener,
-    daemon: std::sync::Arc<Daemon>,
+    daemon: Arc<Daemon>,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let daemon = std::sync::Arc::clone(&daemon);
-                    tokio::spawn(async move { serve_connection(stream, daemon).await });
-                }
+                // Counted here, not in the task, so that a burst cannot overshoot the cap.
+                Ok((stream, _)) => match daemon.client_arrived() {
+                    Some(client) => {
+                        tokio::spawn(serve_connection(stream, Arc::clone(&daemon), client));
+                    }
+                    None => {
+                        tokio::spawn(refuse_connection(stream, Arc::clone(&daemon)));
+                    }
+                },
                 Err(e) => {
                     // Out of file descriptors, typically: back off instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
@@ -257,10 +314,26 @@ impl Drop for OwnedRuns {
     }
 }
 
-async fn serve_connection(stream: UnixStream, daemon: Arc<Daemon>) {
-    let _client = daemon.client_arrived();
+/// Tells a client past the cap why it is not served, and closes.
+async fn refuse_connection(stream: UnixStream, daemon: Arc<Daemon>) {
+    let max_clients = daemon.max_clients;
+    tracing::warn!(max_clients, "too many clients: connection refused");
+    let (_read, write) = stream.into_split();
+    let mut write = ClientWriter::new(write, daemon.client_timeout);
+    let message = format!(
+        "this daemon already serves {max_clients} connections, its limit; close some and retry"
+    );
+    let _ = send(
+        &mut write,
+        &Event::error(ErrorCode::TooManyClients, message),
+    )
+    .await;
+}
+
+async fn serve_connection(stream: UnixStream, daemon: Arc<Daemon>, _client: ClientGuard) {
     let peer = stream.peer_cred().map(|cred| cred.uid());
-    let (read, mut write) = stream.into_split();
+    let (read, write) = stream.into_split();
+    let mut write = ClientWriter::new(write, daemon.client_timeout);
     let me = nix::unistd::geteuid().as_raw();
     if let Err(refusal) = peer
         .map_err(|e| ErrorEvent {
@@ -273,17 +346,37 @@ async fn serve_connection(stream: UnixStream, daemon: Arc<Daemon>) {
         let _ = send(&mut write, &Event::Error(refusal)).await;
         return;
     }
-    let mut reader = BufReader::new(read);
+    let mut reader = BufReader::with_capacity(READ_BUFFER, read);
     let mut line = Vec::new();
     let mut owned = OwnedRuns(Vec::new());
     loop {
         // Runs that ended on their own need no stopping.
         owned.0.retain(|entry| entry.strong_count() > 0);
         line.clear();
-        let limit = MAX_REQUEST_BYTES as u64 + 1;
-        match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
+        // An idle connection may wait for ever; a request once begun must arrive in time.
+        match reader.fill_buf().await {
+            Ok([]) | Err(_) => return,
             Ok(_) => {}
+        }
+        let limit = MAX_REQUEST_BYTES as u64 + 1;
+        let mut request = (&mut reader).take(limit);
+        let read = request.read_until(b'\n', &mut line);
+        match tokio::time::timeout(daemon.client_timeout, read).await {
+            Err(_) => {
+                let message = format!(
+                    "the request line was not finished within {}; closing",
+                    humantime::format_duration(daemon.client_timeout)
+                );
+                tracing::warn!("a client left a request unfinished: closing its connection");
+                let _ = send(
+                    &mut write,
+                    &Event::error(ErrorCode::RequestTimeout, message),
+                )
+                .await;
+                return;
+            }
+            Ok(Ok(0) | Err(_)) => return,
+            Ok(Ok(_)) => {}
         }
         if !line.ends_with(b"\n") && line.len() > MAX_REQUEST_BYTES {
             let message = format!("request line is over {MAX_REQUEST_BYTES} bytes; closing");
@@ -298,7 +391,11 @@ async fn serve_connection(stream: UnixStream, daemon: Arc<Daemon>) {
             read: reader.get_ref(),
             owned: &mut owned.0,
         };
-        if answer(&line, &daemon, &mut write, session).await.is_err() {
+        // Boxed: an idle connection's task then holds none of an answer's state.
+        if Box::pin(answer(&line, &daemon, &mut write, session))
+            .await
+            .is_err()
+        {
             return; // The client is gone; its runs go on (but for kill_on_disconnect ones).
         }
     }
@@ -308,7 +405,7 @@ async fn serve_connection(stream: UnixStream, daemon: Arc<Daemon>) {
 async fn answer(
     line: &[u8],
     daemon: &Arc<Daemon>,
-    write: &mut OwnedWriteHalf,
+    write: &mut ClientWriter,
     session: Session<'_>,
 ) -> std::io::Result<()> {
     let text = match std::str::from_utf8(line) {
@@ -349,10 +446,7 @@ async fn answer(
 }
 
 /// Sends an answer, or the error that stood in its way.
-async fn reply(
-    write: &mut OwnedWriteHalf,
-    answer: Result<Event, ErrorEvent>,
-) -> std::io::Result<()> {
+async fn reply(write: &mut ClientWriter, answer: Result<Event, ErrorEvent>) -> std::io::Result<()> {
     send(write, &answer.unwrap_or_else(Event::Error)).await
 }
 
@@ -513,8 +607,32 @@ async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
     }))
 }
 
-async fn send(write: &mut OwnedWriteHalf, event: &Event) -> std::io::Result<()> {
-    write.write_all(event.to_line().as_bytes()).await
+/// A client's side of the connection for events: each event must be taken whole within the
+/// stall timeout, or the client is dropped. A client that stops reading then holds no task, no
+/// memory beyond the event being sent, and no shutdown.
+pub(super) struct ClientWriter {
+    half: OwnedWriteHalf,
+    stall: Duration,
+}
+
+impl ClientWriter {
+    fn new(half: OwnedWriteHalf, stall: Duration) -> ClientWriter {
+        ClientWriter { half, stall }
+    }
+}
+
+async fn send(write: &mut ClientWriter, event: &Event) -> std::io::Result<()> {
+    let line = event.to_line();
+    match tokio::time::timeout(write.stall, write.half.write_all(line.as_bytes())).await {
+        Ok(written) => written,
+        Err(_) => {
+            tracing::warn!("a client took no events for the client timeout: dropping it");
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client stopped reading",
+            ))
+        }
+    }
 }
 
 impl Daemon {
@@ -536,7 +654,7 @@ impl Daemon {
         }
     }
 
-    /// Completes a run's record; a failure is logged, never lost silently.
+    /// Completes a run's record (see [`Recorder`]: a busy index delays it, never loses it).
     async fn record_end(&self, id: &RunId, finished: &Finished) {
         let preview = &finished.preview;
         // The file's size says what really reached the disk.
@@ -557,13 +675,7 @@ impl Daemon {
             spill_complete: preview.spill_path.is_some() && spill_bytes == preview.total_bytes,
             spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
         };
-        let id_for_index = id.clone();
-        if let Err(e) = self
-            .with_index(move |index| index.finish_run(&id_for_index, &end))
-            .await
-        {
-            tracing::error!(id = %id, message = %e.message, "cannot record the run's end");
-        }
+        self.recorder.record(Record::End(id.clone(), end)).await;
     }
 }
 

@@ -33,6 +33,8 @@ pub enum SpillError {
     CreateDir { path: PathBuf, source: io::Error },
     #[error("{path} is not a directory")]
     NotADirectory { path: PathBuf },
+    #[error("{path} is a symbolic link; refusing to follow it (use the directory it names)")]
+    Symlink { path: PathBuf },
     #[error("{path} is owned by uid {owner}, not by this user (uid {me}); refusing to use it")]
     ForeignOwner { path: PathBuf, owner: u32, me: u32 },
     #[error("cannot make {path} private (mode 0700): {source}")]
@@ -127,6 +129,12 @@ fn new_stem() -> String {
 /// Makes sure `path` is a real directory owned by us with mode 0700, creating it if needed.
 /// A directory someone else owns (or a symlink to one) is refused: spills may hold secrets.
 pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
+    // Said plainly; one put there after this check still fails the `is_dir` check below.
+    if fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return Err(SpillError::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)

@@ -3,7 +3,9 @@
 mod daemon;
 mod engine;
 mod examples;
+mod faults;
 mod helper;
+mod hostile;
 mod live;
 mod mcp;
 mod ops;

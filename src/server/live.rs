@@ -22,12 +22,16 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use nix::sys::signal::Signal;
 use tokio::io::Interest;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::{Daemon, exit_event, internal, launch_error, lock, rfc3339, run_spec, send, spill_of};
+use super::recorder::Record;
+use super::{
+    ClientWriter, Daemon, exit_event, internal, launch_error, lock, rfc3339, run_spec, send,
+    spill_of,
+};
 use crate::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
-use crate::follow::{Start, Tail};
+use crate::follow::{Start, Tail, open_spill};
 use crate::index::{NewRun, RunRow, display_command};
 use crate::input::{DEFAULT_SEND_TIMEOUT, InputError, Keys};
 use crate::live::{Live, SendError};
@@ -232,7 +236,7 @@ fn hung_up() -> io::Error {
 pub(super) async fn serve_run(
     request: RunRequest,
     daemon: &Arc<Daemon>,
-    write: &mut OwnedWriteHalf,
+    write: &mut ClientWriter,
     session: Session<'_>,
 ) -> io::Result<()> {
     if daemon.stopping.load(Ordering::SeqCst) {
@@ -291,12 +295,7 @@ pub(super) async fn serve_run(
         pid: Some(launched.pid),
         owner_pid: std::process::id(),
     };
-    if let Err(e) = daemon
-        .with_index(move |index| index.insert_run(&record))
-        .await
-    {
-        tracing::error!(id = %id, message = %e.message, "cannot record the run's start");
-    }
+    daemon.recorder.record(Record::Start(record)).await;
     tracing::info!(id = %id, pid = launched.pid, "run started");
     tokio::spawn(watch_run(
         Arc::clone(daemon),
@@ -441,7 +440,7 @@ fn range_of_file(
 ) -> Result<(Preview, Cursor), String> {
     use std::io::{Seek, SeekFrom};
     let read = || -> io::Result<RangeCapture> {
-        let mut file = std::fs::File::open(path)?;
+        let mut file = open_spill(path)?;
         file.seek(SeekFrom::Start(start.offset))?;
         let mut range = RangeCapture::new(limits, start);
         range.feed_from(file, to.saturating_sub(start.offset))?;
@@ -789,7 +788,7 @@ pub(super) fn ps(request: &PsRequest, daemon: &Daemon) -> Event {
 pub(super) async fn follow(
     request: FollowRequest,
     daemon: &Daemon,
-    write: &mut OwnedWriteHalf,
+    write: &mut ClientWriter,
 ) -> io::Result<()> {
     let from = request.from_line.unwrap_or(1);
     if from == 0 {
@@ -870,7 +869,7 @@ async fn read_tail(mut tail: Tail, last: bool) -> io::Result<(Tail, usize, Vec<O
 }
 
 /// Sends a finished spill file from line `from` to its end.
-async fn follow_finished(path: &Path, from: u64, write: &mut OwnedWriteHalf) -> io::Result<()> {
+async fn follow_finished(path: &Path, from: u64, write: &mut ClientWriter) -> io::Result<()> {
     let Ok(mut tail) = open_tail(path.to_path_buf(), Start::Line(from)).await else {
         return Ok(()); // The exit event's notice says what became of the output.
     };
@@ -891,7 +890,7 @@ async fn follow_finished(path: &Path, from: u64, write: &mut OwnedWriteHalf) -> 
 async fn follow_live(
     entry: &RunEntry,
     start: Start,
-    write: &mut OwnedWriteHalf,
+    write: &mut ClientWriter,
 ) -> io::Result<Arc<Event>> {
     let Some(path) = entry.spill_path().map(Path::to_path_buf) else {
         // No spill file: there is nothing to follow, only the end to wait for.
@@ -936,7 +935,7 @@ async fn follow_live(
 
 /// Sends a run's raw output as it is read; a client that falls behind gets a `lagged` event
 /// and then the normalised text from the line where it was. Returns the run's last event.
-async fn stream_raw(entry: &RunEntry, write: &mut OwnedWriteHalf) -> io::Result<Arc<Event>> {
+async fn stream_raw(entry: &RunEntry, write: &mut ClientWriter) -> io::Result<Arc<Event>> {
     let Some(mut raw) = entry.live.take_raw() else {
         return follow_live(entry, Start::Line(1), write).await;
     };
@@ -982,7 +981,7 @@ async fn stream_raw(entry: &RunEntry, write: &mut OwnedWriteHalf) -> io::Result<
 async fn lagged(
     entry: &RunEntry,
     delivered: u64,
-    write: &mut OwnedWriteHalf,
+    write: &mut ClientWriter,
 ) -> io::Result<Arc<Event>> {
     let Some(path) = entry.spill_path().map(Path::to_path_buf) else {
         return Ok(entry.finished().await);
@@ -997,7 +996,7 @@ async fn lagged(
 
 /// Sends raw bytes as UTF-8, keeping a character cut at the end for the next chunk.
 async fn send_raw(
-    write: &mut OwnedWriteHalf,
+    write: &mut ClientWriter,
     carry: &mut Vec<u8>,
     bytes: &[u8],
     last: bool,

@@ -24,12 +24,33 @@ impl TestDaemon {
     }
 
     pub fn start_with(extra: &[&str]) -> TestDaemon {
+        Self::start_customised(|cmd, _| {
+            cmd.args(extra);
+        })
+    }
+
+    /// Starts a daemon whose log goes to `daemon.log` in its sandbox, for
+    /// [`TestDaemon::assert_no_panic`].
+    pub fn start_logged() -> TestDaemon {
+        Self::start_customised(|cmd, sandbox| {
+            let log = std::fs::File::create(sandbox.dir.path().join("daemon.log")).unwrap();
+            cmd.stderr(log);
+        })
+    }
+
+    /// Fails if the log of a daemon from [`TestDaemon::start_logged`] shows a panic.
+    pub fn assert_no_panic(&self) {
+        let log = std::fs::read_to_string(self.sandbox.dir.path().join("daemon.log")).unwrap();
+        assert!(!log.contains("panicked"), "the daemon panicked:\n{log}");
+    }
+
+    /// Starts a daemon whose command `configure` adjusts first (flags, limits, its log).
+    pub fn start_customised(configure: impl FnOnce(&mut Command, &Sandbox)) -> TestDaemon {
         let sandbox = Sandbox::new();
         let socket = sandbox.dir.path().join("run/spillway.sock");
-        let child = daemon_command(&sandbox, &socket)
-            .args(extra)
-            .spawn()
-            .expect("spawn daemon");
+        let mut cmd = daemon_command(&sandbox, &socket);
+        configure(&mut cmd, &sandbox);
+        let child = cmd.spawn().expect("spawn daemon");
         let daemon = TestDaemon {
             sandbox,
             socket,
@@ -58,13 +79,13 @@ impl TestDaemon {
             .expect("spillway run")
     }
 
+    pub fn client(&self) -> RawClient {
+        RawClient::connect(&self.socket)
+    }
+
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("daemon running").id()
-    }
-
-    pub fn client(&self) -> RawClient {
-        RawClient::connect(&self.socket)
     }
 
     /// Sends SIGTERM and waits for the daemon to exit.
@@ -158,7 +179,11 @@ pub struct RawClient {
 
 impl RawClient {
     pub fn connect(socket: &Path) -> RawClient {
-        let stream = UnixStream::connect(socket).expect("connect");
+        Self::from_stream(UnixStream::connect(socket).expect("connect"))
+    }
+
+    /// A client on a connection already open.
+    pub fn from_stream(stream: UnixStream) -> RawClient {
         stream.set_read_timeout(Some(PATIENCE)).unwrap();
         RawClient {
             writer: stream.try_clone().unwrap(),
@@ -204,6 +229,23 @@ impl RawClient {
             }
         }
     }
+}
+
+/// A process's resident memory, in KiB (VmRSS in /proc/PID/status).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// How many file descriptors a process has open.
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd dir")
+        .count()
 }
 
 /// Pids of live processes whose process group is `pgid` (from /proc/*/stat).
