@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 
 use crate::capture::{Capture, Limits};
+use crate::highlight::Patterns;
 use crate::input::{Input, InputError, Keys};
 use crate::normalise::Normaliser;
 use crate::preview::{CliSteps, Direction, Preview};
@@ -65,11 +66,20 @@ impl Pipeline {
     }
 }
 
+/// How a run's previews are shaped: what a preview of part of its output (`wait --new`)
+/// needs to look like the run's own.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    pub limits: Limits,
+    pub direction: Direction,
+    /// The highlight patterns, or `None` with highlights off.
+    pub highlights: Option<Patterns>,
+}
+
 /// A run's live state; see the module docs.
 pub struct Live {
     pipeline: Mutex<Pipeline>,
-    limits: Limits,
-    direction: Direction,
+    shape: Arc<Shape>,
     /// The token budget of the final preview, if the run asked for one.
     max_tokens: Option<usize>,
     spill_path: Option<PathBuf>,
@@ -144,7 +154,12 @@ impl Live {
         max_tokens: Option<usize>,
     ) -> Live {
         let view = capture.view();
-        let (limits, spill_path) = (view.limits, view.spill_path.map(Path::to_path_buf));
+        let shape = Arc::new(Shape {
+            limits: view.limits,
+            direction,
+            highlights: view.highlights.cloned(),
+        });
+        let spill_path = view.spill_path.map(Path::to_path_buf);
         let (raw, first_raw) = if raw_stream {
             let (tx, rx) = broadcast::channel(RAW_BACKLOG);
             (Some(tx), Some(rx))
@@ -157,8 +172,7 @@ impl Live {
                 capture,
                 text: String::new(),
             }),
-            limits,
-            direction,
+            shape,
             max_tokens,
             spill_path,
             started: Instant::now(),
@@ -226,7 +240,8 @@ impl Live {
             pipeline.take(None);
             pipeline.capture.finish();
             let view = pipeline.capture.view();
-            let preview = Preview::build_with(&view, self.direction, &CliSteps, self.max_tokens);
+            let preview =
+                Preview::build_with(&view, self.shape.direction, &CliSteps, self.max_tokens);
             (preview, pipeline.totals())
         };
         self.publish(bytes, lines);
@@ -241,7 +256,7 @@ impl Live {
         p.capture.hand_off();
         let view = p.capture.view();
         let pending = p.normaliser.pending_line();
-        let preview = snapshot::with_pending(&view, pending, self.direction);
+        let preview = snapshot::with_pending(&view, pending, self.shape.direction);
         let cursor = if view.total_bytes == 0 || view.ends_with_newline() {
             Cursor {
                 lines: view.total_lines,
@@ -292,12 +307,8 @@ impl Live {
         lock(&self.first_raw).take()
     }
 
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
-
-    pub fn direction(&self) -> Direction {
-        self.direction
+    pub fn shape(&self) -> Arc<Shape> {
+        Arc::clone(&self.shape)
     }
 
     pub fn spill_path(&self) -> Option<&Path> {

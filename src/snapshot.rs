@@ -14,6 +14,7 @@ use std::io::{self, Read};
 use std::path::Path;
 
 use crate::capture::{Capture, CaptureView, Limits, SpillPolicy};
+use crate::highlight::Patterns;
 use crate::preview::{CliSteps, Direction, Offset, Preview};
 
 /// The preview of `view` as if `pending` (a line still being written, without its newline)
@@ -89,10 +90,10 @@ pub struct RangeCapture {
 }
 
 impl RangeCapture {
-    /// A capture of the spill from `start` on.
-    pub fn new(limits: Limits, start: Cursor) -> RangeCapture {
+    /// A capture of the spill from `start` on, looking for `highlights` (`None`: none).
+    pub fn new(limits: Limits, start: Cursor, highlights: Option<Patterns>) -> RangeCapture {
         RangeCapture {
-            capture: Capture::new(limits, SpillPolicy::Never),
+            capture: Capture::new(limits, SpillPolicy::Never).with_highlights(highlights),
             start,
             carry: Vec::new(),
             newlines: 0,
@@ -259,7 +260,7 @@ mod tests {
             let prefix = numbered(1, before);
             let range = numbered(before + 1, before + count);
             let start = Cursor { lines: before as u64, offset: prefix.len() as u64 };
-            let mut rc = RangeCapture::new(limits, start);
+            let mut rc = RangeCapture::new(limits, start, Some(Patterns::defaults()));
             for piece in range.as_bytes().chunks(chunk) {
                 rc.feed(piece);
             }
@@ -300,7 +301,7 @@ mod tests {
             lines: 100,
             offset: prefix.len() as u64,
         };
-        let mut rc = RangeCapture::new(limits, start);
+        let mut rc = RangeCapture::new(limits, start, Some(Patterns::defaults()));
         rc.feed(numbered(101, 120).as_bytes());
         let (p, next) = rc.finish("", Direction::Both, Some(Path::new("/s.log")));
         assert_eq!(next.lines, 120);
@@ -339,7 +340,7 @@ mod tests {
             lines: 100,
             offset: prefix.len() as u64,
         };
-        let mut rc = RangeCapture::new(limits, start);
+        let mut rc = RangeCapture::new(limits, start, Some(Patterns::defaults()));
         let range = format!(
             "{}error[E0308]: mismatched types\n{}",
             numbered(101, 249),
@@ -362,7 +363,7 @@ mod tests {
     #[test]
     fn a_range_keeps_an_unfinished_line_for_next_time() {
         let limits = Limits::new(100, 10_000).unwrap();
-        let mut rc = RangeCapture::new(limits, Cursor::default());
+        let mut rc = RangeCapture::new(limits, Cursor::default(), Some(Patterns::defaults()));
         rc.feed("one\ntw".as_bytes());
         let (p, next) = rc.finish("", Direction::Both, None);
         assert_eq!(p.content, "one\ntw");
@@ -374,7 +375,7 @@ mod tests {
             }
         );
         // A character cut between two pieces is put back together.
-        let mut rc = RangeCapture::new(limits, Cursor::default());
+        let mut rc = RangeCapture::new(limits, Cursor::default(), Some(Patterns::defaults()));
         let text = "é\n".as_bytes();
         rc.feed(&text[..1]);
         rc.feed(&text[1..]);

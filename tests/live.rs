@@ -611,3 +611,44 @@ fn eof_ends_the_input_even_after_an_open_line() {
     let spill = std::fs::read_to_string(exit["spill_path"].as_str().unwrap()).unwrap();
     assert!(spill.trim_end().ends_with('7'), "{spill:?}");
 }
+
+#[test]
+fn wait_new_previews_keep_the_runs_highlight_patterns() {
+    let daemon = TestDaemon::start();
+    // Filler lines differ in letters, so none fold; the needles come after the yield.
+    let script = "echo first; sleep 1.5; seq 1 300 | tr 0-9 a-j | sed 's/^/alpha /'; \
+                  echo 'NEEDLE in the hay'; echo 'error: boom'; \
+                  seq 1 300 | tr 0-9 a-j | sed 's/^/omega /'";
+    let new_exit = |flags: &[&str]| -> String {
+        let args = [
+            &["--yield", "500ms", "--max-lines", "20"],
+            flags,
+            &["-c", script],
+        ]
+        .concat();
+        let out = daemon.run(&args);
+        assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+        let id = stderr(&out).split_whitespace().nth(2).unwrap().to_string();
+        let done = daemon
+            .spillway()
+            .args(["wait", &id, "--new"])
+            .output()
+            .unwrap();
+        assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
+        stdout(&done)
+    };
+    let custom = new_exit(&["--highlight", "^NEEDLE"]);
+    assert!(
+        custom.contains("[at line 302]\nNEEDLE in the hay\n"),
+        "{custom}"
+    );
+    assert!(custom.contains("new output truncated"), "{custom}");
+    let off = new_exit(&["--no-highlights"]);
+    assert!(!off.contains("error: boom"), "{off}");
+    assert!(!off.contains("NEEDLE"), "{off}");
+    let defaults = new_exit(&[]);
+    assert!(
+        defaults.contains("[at line 303]\nerror: boom\n"),
+        "{defaults}"
+    );
+}

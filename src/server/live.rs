@@ -32,9 +32,10 @@ use super::{
 };
 use crate::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
 use crate::follow::{Start, Tail, open_spill};
+use crate::highlight::Patterns;
 use crate::index::{NewRun, RunRow, display_command};
 use crate::input::{DEFAULT_SEND_TIMEOUT, InputError, Keys};
-use crate::live::{Live, SendError};
+use crate::live::{Live, SendError, Shape};
 use crate::preview::{CliSteps, Direction, Preview};
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, ExitEvent, FollowRequest, KillRequest, LaggedEvent, LiveRun,
@@ -124,8 +125,7 @@ impl RunEntry {
 pub(super) struct RecentRun {
     id: RunId,
     spill_path: Option<PathBuf>,
-    limits: Limits,
-    direction: Direction,
+    shape: Arc<Shape>,
     last: Arc<Event>,
     cursors: Cursors,
     ended: Instant,
@@ -136,8 +136,7 @@ enum Found {
     Running(Arc<RunEntry>),
     Recent {
         spill_path: Option<PathBuf>,
-        limits: Limits,
-        direction: Direction,
+        shape: Arc<Shape>,
         last: Arc<Event>,
         cursors: Cursors,
     },
@@ -175,8 +174,7 @@ impl Daemon {
             recent.push_back(RecentRun {
                 id: entry.id.clone(),
                 spill_path: entry.spill_path().map(Path::to_path_buf),
-                limits: entry.live.limits(),
-                direction: entry.live.direction(),
+                shape: entry.live.shape(),
                 last,
                 cursors: Arc::clone(&entry.cursors),
                 ended: Instant::now(),
@@ -193,8 +191,7 @@ impl Daemon {
         match recent.iter().rev().find(|r| &r.id == id) {
             Some(r) => Found::Recent {
                 spill_path: r.spill_path.clone(),
-                limits: r.limits,
-                direction: r.direction,
+                shape: Arc::clone(&r.shape),
                 last: Arc::clone(&r.last),
                 cursors: Arc::clone(&r.cursors),
             },
@@ -389,11 +386,11 @@ async fn running_event(entry: &Arc<RunEntry>, new: bool, caller: &str) -> Event 
     let (preview, first_line, cursor) = match (new, start, entry.spill_path()) {
         (true, Some(start), Some(path)) => {
             let path = path.to_path_buf();
-            let (limits, direction) = (entry.live.limits(), entry.live.direction());
+            let shape = entry.live.shape();
             let (to, pending) = (snapshot.committed, snapshot.pending.clone());
             wait_for_file(&path, to).await;
             let range = tokio::task::spawn_blocking(move || {
-                range_of_file(&path, limits, direction, start, to, &pending)
+                range_of_file(&path, &shape, start, to, &pending)
             })
             .await;
             match range {
@@ -432,8 +429,7 @@ async fn wait_for_file(path: &Path, bytes: u64) {
 /// The preview of spill bytes `start.offset..to` (then `pending`) as lines `start.lines + 1..`.
 fn range_of_file(
     path: &Path,
-    limits: Limits,
-    direction: Direction,
+    shape: &Shape,
     start: Cursor,
     to: u64,
     pending: &str,
@@ -442,12 +438,12 @@ fn range_of_file(
     let read = || -> io::Result<RangeCapture> {
         let mut file = open_spill(path)?;
         file.seek(SeekFrom::Start(start.offset))?;
-        let mut range = RangeCapture::new(limits, start);
+        let mut range = RangeCapture::new(shape.limits, start, shape.highlights.clone());
         range.feed_from(file, to.saturating_sub(start.offset))?;
         Ok(range)
     };
     let range = read().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(range.finish(pending, direction, Some(path)))
+    Ok(range.finish(pending, shape.direction, Some(path)))
 }
 
 /// The exit event `caller` gets: the run's own, or with `new` one whose preview covers only
@@ -458,8 +454,7 @@ async fn exit_for(
     cursors: &Cursors,
     new: bool,
     caller: &str,
-    limits: Limits,
-    direction: Direction,
+    shape: Arc<Shape>,
 ) -> Event {
     let start = lock(cursors).get(caller).copied();
     let (Event::Exit(exit), true, Some(start), Some(path)) = (&*last, new, start, spill_path)
@@ -468,8 +463,7 @@ async fn exit_for(
     };
     let to = exit.preview.total_bytes;
     let range =
-        tokio::task::spawn_blocking(move || range_of_file(&path, limits, direction, start, to, ""))
-            .await;
+        tokio::task::spawn_blocking(move || range_of_file(&path, &shape, start, to, "")).await;
     match range {
         Ok(Ok((preview, next))) => {
             lock(cursors).insert(caller.to_string(), next);
@@ -502,40 +496,21 @@ pub(super) async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event,
                     .ok(),
                 None => Some(entry.finished().await),
             };
-            let (limits, direction) = (entry.live.limits(), entry.live.direction());
+            let shape = entry.live.shape();
             Ok(match ended {
                 Some(last) => {
                     let spill = entry.spill_path().map(Path::to_path_buf);
-                    exit_for(
-                        last,
-                        spill,
-                        &entry.cursors,
-                        request.new,
-                        &caller,
-                        limits,
-                        direction,
-                    )
-                    .await
+                    exit_for(last, spill, &entry.cursors, request.new, &caller, shape).await
                 }
                 None => running_event(&entry, request.new, &caller).await,
             })
         }
         Found::Recent {
             spill_path,
-            limits,
-            direction,
+            shape,
             last,
             cursors,
-        } => Ok(exit_for(
-            last,
-            spill_path,
-            &cursors,
-            request.new,
-            &caller,
-            limits,
-            direction,
-        )
-        .await),
+        } => Ok(exit_for(last, spill_path, &cursors, request.new, &caller, shape).await),
         Found::Recorded => recorded_exit(request.id, daemon).await,
     }
 }
@@ -568,8 +543,8 @@ fn preview_of_file(path: &Path) -> Result<Preview, String> {
     let limits = Limits::new(DEFAULT_MAX_LINES as u64, DEFAULT_MAX_BYTES as u64)
         .map_err(|e| e.to_string())?;
     let read = || -> io::Result<RangeCapture> {
-        let file = std::fs::File::open(path)?;
-        let mut range = RangeCapture::new(limits, Cursor::default());
+        let file = open_spill(path)?;
+        let mut range = RangeCapture::new(limits, Cursor::default(), Some(Patterns::defaults()));
         range.feed_from(file, u64::MAX)?;
         Ok(range)
     };
