@@ -3,7 +3,9 @@
 mod daemon;
 mod engine;
 mod examples;
+mod fuzz_corpus;
 mod helper;
+mod invariants;
 mod live;
 mod mcp;
 mod ops;
