@@ -23,19 +23,19 @@
 //! files go under `TMPDIR`. Linux only (`/proc`, util-linux `script`).
 
 mod common;
+mod daemon;
 
 use std::ffi::OsStr;
-use std::fs::{self, File};
+use std::fs;
 use std::io;
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use common::{BenchResult, Series, env_number, human, measure, median, prepare_input};
+use daemon::{Daemon, SPILLWAY, proc_status_kib};
 
 const DEFAULT_BYTES: u64 = 1 << 30;
 const DEFAULT_ROUNDS: usize = 3;
@@ -49,7 +49,6 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 /// What each of the concurrent runs of the memory check does: ~20 MB of 100-byte lines, then
 /// stays alive a moment.
 const CHATTY: &str = r"head -c 20000000 /dev/zero | tr '\0' x | fold -w 100; sleep 2";
-const SPILLWAY: &str = env!("CARGO_BIN_EXE_spillway");
 
 // Targets from the issue.
 const PTY_TARGET: f64 = 1.25;
@@ -222,69 +221,8 @@ fn load_average() -> String {
 // ---------------------------------------------------------------------------------------
 // The daemon
 
-/// A private daemon, started as our child; SIGTERM stops it (also when dropped on an error).
-struct Daemon {
-    child: Option<Child>,
-    pid: u32,
-    socket: PathBuf,
-    data: PathBuf,
-    log: PathBuf,
-}
-
+/// What this bench does with the daemon beyond starting and stopping it.
 impl Daemon {
-    fn start(work: &Path) -> BenchResult<Self> {
-        let socket = work.join("s.sock");
-        let data = work.join("data");
-        let log = work.join("daemon.log");
-        let child = Command::new(SPILLWAY)
-            .arg("daemon")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--data-dir")
-            .arg(&data)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log)?)
-            .spawn()
-            .map_err(|e| format!("cannot start the daemon: {e}"))?;
-        let pid = child.id();
-        let mut daemon = Daemon {
-            child: Some(child),
-            pid,
-            socket,
-            data,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = daemon.child.as_mut().and_then(|c| c.try_wait().transpose()) {
-                daemon.child = None;
-                return Err(format!(
-                    "the daemon exited ({}) before it was ready; its log:\n{}",
-                    status?,
-                    daemon.log_text()
-                )
-                .into());
-            }
-            if UnixStream::connect(&daemon.socket).is_ok() {
-                return Ok(daemon);
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "the daemon did not listen on {} within 10 s; its log:\n{}",
-                    daemon.socket.display(),
-                    daemon.log_text()
-                )
-                .into());
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_else(|e| format!("(unreadable: {e})"))
-    }
-
     /// `spillway run --socket S --data-dir D ARGS...`, with stdin and stdout `/dev/null`.
     fn client<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&self, args: I) -> Command {
         let mut cmd = Command::new(SPILLWAY);
@@ -324,55 +262,6 @@ impl Daemon {
         }
         Ok(bytes)
     }
-
-    /// SIGTERM, then waits (SIGKILL after 20 s); fails unless it exited 0.
-    fn stop(mut self) -> BenchResult<()> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        let status = terminate(&mut child)?;
-        if !status.success() {
-            return Err(format!(
-                "the daemon ended with {status} on SIGTERM; its log:\n{}",
-                self.log_text()
-            )
-            .into());
-        }
-        println!("daemon stopped ({status})");
-        Ok(())
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = terminate(&mut child);
-        }
-    }
-}
-
-fn terminate(child: &mut Child) -> io::Result<std::process::ExitStatus> {
-    let pid = libc::pid_t::try_from(child.id()).map_err(io::Error::other)?;
-    // SAFETY: kill has no memory effects; pid is our own unreaped child.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
-        }
-        if Instant::now() > deadline {
-            child.kill()?;
-            return child.wait();
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A `kB` field of `/proc/<pid>/status`, such as `VmRSS:`.
-fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line[field.len()..].split_whitespace().next()?.parse().ok()
 }
 
 /// User plus system CPU seconds of `pid`, all threads, from `/proc/<pid>/stat`.

@@ -320,6 +320,9 @@ impl Terminal {
             (Seq::Escape, Some(b)) if b == b']' || keeps_escape(b) => skip + 1,
             _ => skip + up_to_esc(&bytes[skip..]),
         };
+        // A span ends at a char boundary: vte mishandles a char whose bytes come in two calls
+        // (it prints a C1 control, and skips the chars after it up to the end of 4 bytes).
+        let len = text.ceil_char_boundary(pos + len) - pos;
         let span = &bytes[..len];
         let mut performer = Performer {
             line: &mut self.line,
@@ -952,6 +955,29 @@ mod tests {
             "abcd\u{a0}e\n"
         );
         assert_eq!(norm("\u{85}\u{9b}31mx\n".as_bytes()), "31mx\n");
+    }
+
+    #[test]
+    fn chars_across_the_end_of_a_vte_span_are_whole() {
+        // Found by the `normalise` fuzz target. After an ignored CSI, vte prints the text that
+        // follows until the span handed to it ends (64 bytes on); a span that ended inside a
+        // char made vte complete it from the next span, printing U+009B (a C1 control, which
+        // it executes when it gets it whole) and skipping the "c" after an "é".
+        let ignored_csi_then =
+            |rest: &str| [b"\x1b[ 0D", &[b'x'; 59][..], rest.as_bytes()].concat();
+        for (input, expected) in [
+            (ignored_csi_then("\u{e9}c\u{e8}\n"), "\u{e9}c\u{e8}\n"),
+            (ignored_csi_then("\u{9b}y\n"), "y\n"),
+        ] {
+            let expected = "x".repeat(59) + expected;
+            assert_eq!(norm(&input), expected);
+            for cut in 0..input.len() {
+                assert_eq!(
+                    chunked(&input, &[cut], NormaliseOptions::default()),
+                    expected
+                );
+            }
+        }
     }
 
     #[test]

@@ -346,7 +346,10 @@ impl Preview {
         let shown_lines: u64 = shown.iter().map(|r| r.last - r.first + 1).sum();
         let truncated_by = if by_tokens {
             LimitKind::Tokens
-        } else if shown_lines == limits.max_lines() as u64 {
+        } else if shown_lines == limits.max_lines() as u64
+            // Folded runs show fewer lines than the limit: then only the lines were over.
+            || view.total_bytes <= limits.max_bytes() as u64
+        {
             LimitKind::Lines
         } else {
             LimitKind::Bytes
@@ -1389,6 +1392,18 @@ mod tests {
         for range in &p.shown {
             assert!(p.content.contains(&lines_of(&text, *range)));
         }
+    }
+
+    #[test]
+    fn a_folded_run_over_the_line_limit_is_cut_by_lines_not_bytes() {
+        // Found by the notice check of tests/invariants.rs: the run folds into one shown line,
+        // fewer than the limit, and the notice named the byte limit, which the output was within.
+        let text: String = (0..21)
+            .map(|i| format!("Downloading step {i} of 21\n"))
+            .collect();
+        let p = preview_of(&text, 2, 536, Direction::Head);
+        assert_eq!(p.truncated_by, Some(LimitKind::Lines));
+        assert!(p.content.contains("truncated by the 2-line limit"));
     }
 
     #[test]

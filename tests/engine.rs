@@ -1,11 +1,14 @@
 //! Properties of the whole engine (normalise -> capture -> preview) over random inputs,
-//! random limits and random chunkings.
+//! random limits and random chunkings; the properties themselves are in `invariants.rs`,
+//! which the fuzz targets check too.
 
 use proptest::prelude::*;
 use spillway::capture::{Capture, Limits, SpillPolicy};
-use spillway::normalise::{NormaliseOptions, Normaliser, normalise};
-use spillway::preview::{CliSteps, Direction, Preview};
+use spillway::normalise::{NormaliseOptions, normalise};
+use spillway::preview::Direction;
 use spillway::spill::DataDir;
+
+use crate::invariants::{EngineCase, engine};
 
 /// Pieces that terminal output is made of, including the awkward ones.
 fn piece() -> impl Strategy<Value = Vec<u8>> {
@@ -39,49 +42,6 @@ fn direction() -> impl Strategy<Value = Direction> {
     prop::sample::select(vec![Direction::Head, Direction::Tail, Direction::Both])
 }
 
-struct Run {
-    preview: Preview,
-    spill: String,
-}
-
-/// Runs the engine over `input` cut at `cuts`, spilling into `root`.
-fn run(
-    input: &[u8],
-    cuts: &[usize],
-    opts: NormaliseOptions,
-    limits: Limits,
-    dir: Direction,
-    root: &std::path::Path,
-) -> Run {
-    let mut normaliser = Normaliser::new(opts);
-    let mut capture = Capture::new(limits, SpillPolicy::Always(DataDir::open(root).unwrap()));
-    let mut text = String::new();
-    let mut start = 0;
-    let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
-    bounds.sort_unstable();
-    bounds.push(input.len());
-    for end in bounds {
-        normaliser.feed(&input[start..end], &mut text);
-        capture.write(&text);
-        text.clear();
-        start = end;
-    }
-    normaliser.finish(&mut text);
-    capture.write(&text);
-    capture.finish();
-    let preview = Preview::build(&capture.view(), dir, &CliSteps);
-    let spill = std::fs::read_to_string(preview.spill_path.as_ref().unwrap()).unwrap();
-    Run { preview, spill }
-}
-
-fn line_range(spill: &str, first: u64, last: u64) -> String {
-    spill
-        .split_inclusive('\n')
-        .skip(first as usize - 1)
-        .take((last - first + 1) as usize)
-        .collect()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -95,60 +55,19 @@ proptest! {
         small_line_cap in any::<bool>(),
         raw in any::<bool>(),
     ) {
-        let tmp = tempfile::tempdir().unwrap();
         let opts = NormaliseOptions {
             raw,
             max_line_bytes: if small_line_cap { 64 } else { NormaliseOptions::default().max_line_bytes },
         };
-        let limits = Limits::new(max_lines, max_bytes).unwrap();
-        let r = run(&input, &cuts, opts, limits, dir, tmp.path());
-        let p = &r.preview;
-
-        // The spill is exactly the normalised output, however the input was chunked.
-        prop_assert_eq!(&r.spill, &normalise(&input, opts));
-        prop_assert_eq!(p.total_bytes, r.spill.len() as u64);
-        prop_assert_eq!(p.total_lines, r.spill.split_inclusive('\n').count() as u64);
-
-        let fits = p.total_bytes <= max_bytes && p.total_lines <= max_lines;
-        prop_assert_eq!(p.truncated, !fits);
-        if fits {
-            prop_assert_eq!(&p.content, &r.spill);
-            return Ok(());
-        }
-
-        // Every shown range is the spill's own lines, in order, appearing in the content,
-        // and together they respect both limits.
-        let mut lines = 0;
-        let mut bytes = 0;
-        let mut prev_last = 0;
-        for range in &p.shown {
-            prop_assert!(range.first > prev_last && range.first <= range.last);
-            prop_assert!(range.last <= p.total_lines);
-            prev_last = range.last;
-            let text = line_range(&r.spill, range.first, range.last);
-            prop_assert!(p.content.contains(&text));
-            lines += range.last - range.first + 1;
-            bytes += text.len() as u64;
-        }
-        prop_assert!(lines <= max_lines);
-        prop_assert!(bytes <= max_bytes);
-        prop_assert_eq!(p.omitted_lines, p.total_lines - lines);
-        if let Some(part) = p.partial_line {
-            prop_assert!(p.shown.is_empty());
-            prop_assert!(part.shown_bytes <= max_bytes && part.shown_bytes <= part.line_bytes);
-        } else {
-            prop_assert!(!p.shown.is_empty());
-        }
-        prop_assert!(p.content.contains(p.spill_path.as_deref().unwrap()));
-
-        // Chunking never changes the preview (but for the spill's own name).
-        let whole = run(&input, &[], opts, limits, dir, tmp.path());
-        let same_path = whole.preview.content.replace(
-            whole.preview.spill_path.as_deref().unwrap(),
-            p.spill_path.as_deref().unwrap(),
-        );
-        prop_assert_eq!(&same_path, &p.content);
-        prop_assert_eq!(&whole.preview.shown, &p.shown);
+        engine(&EngineCase {
+            input: &input,
+            cuts,
+            opts,
+            limits: Limits::new(max_lines, max_bytes).unwrap(),
+            direction: dir,
+            highlights: true,
+            max_tokens: None,
+        });
     }
 }
 

@@ -1,0 +1,460 @@
+//! What spillway's request decoder, normaliser and engine must guarantee for any input, as
+//! functions that panic when a guarantee does not hold.
+//!
+//! One definition serves three callers: the proptests (`engine.rs`), the fuzz targets
+//! (`fuzz/fuzz_targets/`, which include this file by path), and `fuzz_corpus.rs`, which
+//! replays the committed fuzz corpus in `cargo test`, where there is no nightly compiler.
+//!
+//! The `*_bytes` functions are the fuzz targets' entry points. Each reads its parameters from
+//! the front of an arbitrary input (missing bytes read as zero) and its payload from the rest,
+//! so a file of `fuzz/corpus/<target>/` means the same case under libFuzzer and here.
+
+use std::path::Path;
+
+use spillway::capture::{Capture, Limits, SpillPolicy};
+use spillway::highlight::Patterns;
+use spillway::normalise::{NormaliseOptions, Normaliser, normalise};
+use spillway::preview::{CliSteps, Direction, LimitKind, LineRange, NextStep, Preview};
+use spillway::protocol::{Event, Request, parse_request, request_line};
+use spillway::spill::DataDir;
+
+// ---------------------------------------------------------------------------------------
+// Fuzz inputs
+
+/// Reads a fuzz input front to back; past its end every byte reads as zero.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&b, rest)) => {
+                self.0 = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.byte(), self.byte()])
+    }
+
+    /// Up to eight positions at which to cut the payload into chunks.
+    fn cuts(&mut self) -> Vec<usize> {
+        (0..self.byte() % 9)
+            .map(|_| usize::from(self.u16()))
+            .collect()
+    }
+
+    /// A line cap of 1 to 64 bytes when `small`, else the default.
+    fn line_cap(&mut self, small: bool) -> usize {
+        let cap = 1 + usize::from(self.byte() % 64);
+        if small {
+            cap
+        } else {
+            NormaliseOptions::default().max_line_bytes
+        }
+    }
+
+    fn payload(self) -> &'a [u8] {
+        self.0
+    }
+}
+
+/// Bit `n` of `flags`.
+fn bit(flags: u8, n: u32) -> bool {
+    flags & (1 << n) != 0
+}
+
+/// Every line of `data` (split as the server splits its socket input) through [`request`].
+pub fn request_bytes(data: &[u8]) {
+    for line in data.split_inclusive(|&b| b == b'\n') {
+        request(line);
+    }
+}
+
+/// `[flags: bit 0 raw, bit 1 small line cap] [cap] [cuts] payload`, through [`normaliser`].
+pub fn normalise_bytes(data: &[u8]) {
+    let mut r = Reader(data);
+    let flags = r.byte();
+    let opts = NormaliseOptions {
+        raw: bit(flags, 0),
+        max_line_bytes: r.line_cap(bit(flags, 1)),
+    };
+    let cuts = r.cuts();
+    normaliser(r.payload(), opts, &cuts);
+}
+
+/// `[flags] [max_lines] [max_bytes: u16] [max_tokens] [cap] [cuts] payload`, through [`engine`].
+/// Flags: bits 0-1 the direction (head, tail, both, both), bit 2 raw, bit 3 a small line cap,
+/// bit 4 highlights off, bits 5 and 6 both set a token budget (a quarter of the inputs: counting
+/// tokens is slow).
+pub fn preview_bytes(data: &[u8]) {
+    let mut r = Reader(data);
+    let flags = r.byte();
+    let direction = match flags & 3 {
+        0 => Direction::Head,
+        1 => Direction::Tail,
+        _ => Direction::Both,
+    };
+    let max_lines = 1 + u64::from(r.byte());
+    let max_bytes = 1 + u64::from(r.u16() % 4096);
+    let max_tokens = 1 + usize::from(r.byte());
+    let opts = NormaliseOptions {
+        raw: bit(flags, 2),
+        max_line_bytes: r.line_cap(bit(flags, 3)),
+    };
+    let cuts = r.cuts();
+    engine(&EngineCase {
+        input: r.payload(),
+        cuts,
+        opts,
+        limits: Limits::new(max_lines, max_bytes).expect("limits in range"),
+        direction,
+        highlights: !bit(flags, 4),
+        max_tokens: (bit(flags, 5) && bit(flags, 6)).then_some(max_tokens),
+    });
+}
+
+/// `input` in the chunks that `cuts` (each taken modulo the input's length + 1) make.
+fn pieces<'a>(input: &'a [u8], cuts: &[usize]) -> impl Iterator<Item = &'a [u8]> {
+    let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+    bounds.sort_unstable();
+    bounds.push(input.len());
+    let mut start = 0;
+    bounds.into_iter().map(move |end| {
+        let piece = &input[start..end];
+        start = end;
+        piece
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The request decoder
+
+/// One request line as the daemon reads it: not UTF-8, blank, refused with an error event,
+/// or decoded into a request that a client's encoding of it decodes back to.
+pub fn request(line: &[u8]) {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return; // answered with a fixed `malformed_json` error
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return;
+    }
+    match parse_request(text) {
+        Err(error) => {
+            let event = Event::Error(error);
+            let sent = event.to_line();
+            assert_one_line(&sent);
+            let back: Event = serde_json::from_str(&sent).expect("an error event decodes");
+            assert_eq!(back, event, "the error event round-trips");
+        }
+        Ok(request) => {
+            let sent = encode(&request);
+            assert_one_line(&sent);
+            let again = parse_request(&sent).expect("a client's encoding of a request decodes");
+            assert_eq!(again, request, "{text} was sent as {sent}");
+            assert_eq!(encode(&again), sent, "encoding is stable");
+        }
+    }
+}
+
+/// A JSON Lines message: one line, ended by its only newline.
+fn assert_one_line(line: &str) {
+    assert!(line.ends_with('\n'), "{line:?} does not end its line");
+    assert_eq!(line.matches('\n').count(), 1, "{line:?} is not one line");
+}
+
+/// The line a client sends for `request` (`request_line`, with the op it names).
+fn encode(request: &Request) -> String {
+    let none = serde_json::Map::new();
+    match request {
+        Request::Run(r) => request_line("run", r.as_ref()),
+        Request::Ping => request_line("ping", &none),
+        Request::History(r) => request_line("history", r),
+        Request::Show(r) => request_line("show", r),
+        Request::Grep(r) => request_line("grep", r),
+        Request::Stats => request_line("stats", &none),
+        Request::Purge(r) => request_line("purge", r),
+        Request::Wait(r) => request_line("wait", r),
+        Request::Send(r) => request_line("send", r),
+        Request::Follow(r) => request_line("follow", r),
+        Request::Ps(r) => request_line("ps", r),
+        Request::Kill(r) => request_line("kill", r),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The normaliser
+
+/// `input` normalised whole and in the chunks `cuts` make: the same text either way, a pending
+/// line within the cap and without a newline after every chunk, no control characters but
+/// `\n` and `\t` in the text, and no more lines than the input ended; raw mode only repairs
+/// UTF-8.
+pub fn normaliser(input: &[u8], opts: NormaliseOptions, cuts: &[usize]) {
+    let whole = normalise(input, opts);
+    let mut n = Normaliser::new(opts);
+    let mut out = String::new();
+    for piece in pieces(input, cuts) {
+        n.feed(piece, &mut out);
+        let pending = n.pending_line();
+        assert!(!pending.contains('\n'), "pending line {pending:?}");
+        assert!(
+            pending.len() <= opts.max_line_bytes.max(4),
+            "pending line of {} bytes over the cap",
+            pending.len()
+        );
+    }
+    n.finish(&mut out);
+    assert_eq!(out, whole, "chunking changed the output");
+    assert!(std::str::from_utf8(whole.as_bytes()).is_ok());
+    if opts.raw {
+        assert_eq!(
+            whole,
+            String::from_utf8_lossy(input),
+            "raw mode only repairs UTF-8"
+        );
+        return;
+    }
+    let control = whole
+        .chars()
+        .find(|&c| c.is_control() && c != '\n' && c != '\t');
+    assert_eq!(control, None, "a control character in {whole:?}");
+    let ended = |bytes: &[u8]| bytes.iter().filter(|&&b| b == b'\n').count();
+    assert!(
+        ended(whole.as_bytes()) <= ended(input),
+        "more lines out than in: {whole:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The engine: normalise -> capture -> preview
+
+/// One run of the engine over raw terminal bytes.
+#[derive(Debug, Clone)]
+pub struct EngineCase<'a> {
+    pub input: &'a [u8],
+    /// Where the input is cut into the chunks fed to the normaliser and the capture.
+    pub cuts: Vec<usize>,
+    pub opts: NormaliseOptions,
+    pub limits: Limits,
+    pub direction: Direction,
+    /// The default highlight patterns, or none.
+    pub highlights: bool,
+    pub max_tokens: Option<usize>,
+}
+
+struct Run {
+    preview: Preview,
+    spill: String,
+}
+
+/// Runs the engine over the case's input cut at `cuts`, spilling into `root`.
+fn run(case: &EngineCase<'_>, cuts: &[usize], root: &Path) -> Run {
+    let mut normaliser = Normaliser::new(case.opts);
+    let dir = DataDir::open(root).expect("data dir");
+    let highlights = case.highlights.then(Patterns::defaults);
+    let mut capture =
+        Capture::new(case.limits, SpillPolicy::Always(dir)).with_highlights(highlights);
+    let mut text = String::new();
+    for piece in pieces(case.input, cuts) {
+        normaliser.feed(piece, &mut text);
+        capture.write(&text);
+        text.clear();
+    }
+    normaliser.finish(&mut text);
+    capture.write(&text);
+    capture.finish();
+    let preview = Preview::build_with(&capture.view(), case.direction, &CliSteps, case.max_tokens);
+    let path = preview.spill_path.as_ref().expect("a spill path");
+    let spill = std::fs::read_to_string(path).expect("the spill file");
+    Run { preview, spill }
+}
+
+/// Lines `first..=last` (1-based) of `spill`, with their newlines.
+fn line_range(spill: &str, range: LineRange) -> String {
+    spill
+        .split_inclusive('\n')
+        .skip(range.first as usize - 1)
+        .take((range.last - range.first + 1) as usize)
+        .collect()
+}
+
+/// The engine's promises: the spill is exactly the normalised output; output within the limits
+/// is the preview; otherwise the preview shows whole spill lines (or part of one line when no
+/// whole line fits), in order, within every limit, and its notice names the limit that was
+/// exceeded, what is shown, where the rest is and the first line not seen; and none of it
+/// depends on how the input was chunked.
+pub fn engine(case: &EngineCase<'_>) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let r = run(case, &case.cuts, tmp.path());
+    let p = &r.preview;
+    let (max_lines, max_bytes) = (
+        case.limits.max_lines() as u64,
+        case.limits.max_bytes() as u64,
+    );
+
+    assert_eq!(r.spill, normalise(case.input, case.opts), "spill != output");
+    assert_eq!(p.total_bytes, r.spill.len() as u64);
+    assert_eq!(p.total_lines, r.spill.split_inclusive('\n').count() as u64);
+
+    let fits = p.total_bytes <= max_bytes
+        && p.total_lines <= max_lines
+        && case
+            .max_tokens
+            .is_none_or(|n| spillway::tokens::count(&r.spill) <= n);
+    assert_eq!(p.truncated, !fits);
+    if fits {
+        assert_eq!(p.content, r.spill);
+        assert_eq!(p.omitted_lines, 0);
+        return;
+    }
+    let shown = check_shown(p, &r.spill, case.direction, (max_lines, max_bytes));
+    if let Some(n) = case.max_tokens {
+        let tokens = spillway::tokens::count(&shown);
+        assert!(tokens <= n, "{tokens} tokens shown, over the budget of {n}");
+    }
+    check_notice(case, p);
+    if case.cuts.is_empty() {
+        return;
+    }
+    // Chunking never changes the preview (but for the spill's own name).
+    let whole = run(case, &[], tmp.path());
+    let same_path = whole.preview.content.replace(
+        whole.preview.spill_path.as_deref().expect("a spill path"),
+        p.spill_path.as_deref().expect("a spill path"),
+    );
+    assert_eq!(same_path, p.content, "chunking changed the preview");
+    assert_eq!(whole.preview.shown, p.shown);
+}
+
+/// Checks the shown ranges (or the partial line) of a truncated preview against the spill
+/// and the limits; returns the output text shown.
+fn check_shown(
+    p: &Preview,
+    spill: &str,
+    direction: Direction,
+    (max_lines, max_bytes): (u64, u64),
+) -> String {
+    let mut shown = String::new();
+    let mut lines = 0;
+    let mut prev_last = 0;
+    for &range in &p.shown {
+        assert!(
+            range.first > prev_last && range.first <= range.last,
+            "{:?}",
+            p.shown
+        );
+        assert!(range.last <= p.total_lines);
+        prev_last = range.last;
+        let text = line_range(spill, range);
+        assert!(
+            p.content.contains(&text),
+            "lines {range:?} not in the preview"
+        );
+        lines += range.last - range.first + 1;
+        shown.push_str(&text);
+    }
+    assert!(lines <= max_lines, "{lines} lines shown");
+    assert!(
+        shown.len() as u64 <= max_bytes,
+        "{} bytes shown",
+        shown.len()
+    );
+    assert_eq!(p.omitted_lines, p.total_lines - lines);
+    let Some(part) = p.partial_line else {
+        assert!(!p.shown.is_empty(), "nothing shown");
+        return shown;
+    };
+    assert!(p.shown.is_empty());
+    // `head` shows the start of line 1, the others the end of the last line.
+    let from_head = direction == Direction::Head;
+    assert_eq!(part.line, if from_head { 1 } else { p.total_lines });
+    let line = spill
+        .split_inclusive('\n')
+        .nth(part.line as usize - 1)
+        .expect("the partial line exists");
+    let body = line.strip_suffix('\n').unwrap_or(line);
+    assert_eq!(part.line_bytes, body.len() as u64, "partial line's size");
+    assert!(part.shown_bytes <= max_bytes && part.shown_bytes <= part.line_bytes);
+    let n = part.shown_bytes as usize;
+    let cut = if from_head {
+        body.get(..n)
+    } else {
+        body.get(body.len() - n..)
+    };
+    let cut = cut.expect("the partial line is cut at a char boundary");
+    assert!(
+        p.content.starts_with(cut),
+        "the partial line starts the preview"
+    );
+    cut.to_string()
+}
+
+/// Checks a truncated preview's notice: the limit, what is shown, the totals, the spill and the
+/// next line to read.
+fn check_notice(case: &EngineCase<'_>, p: &Preview) {
+    let at = p
+        .content
+        .rfind("\n\n[spillway: output truncated by ")
+        .expect("a notice");
+    let notice = &p.content[at + 2..];
+    assert!(notice.ends_with("]\n"), "{notice:?}");
+    let limit = match p.truncated_by {
+        Some(LimitKind::Lines) => {
+            assert!(p.total_lines > case.limits.max_lines() as u64);
+            format!("the {}-line limit", case.limits.max_lines())
+        }
+        Some(LimitKind::Bytes) => {
+            assert!(p.total_bytes > case.limits.max_bytes() as u64);
+            format!("the {}-byte limit", case.limits.max_bytes())
+        }
+        Some(LimitKind::Tokens) => {
+            let n = case.max_tokens.expect("a token budget");
+            format!("the {n}-token budget")
+        }
+        None => panic!("truncated by no limit"),
+    };
+    assert!(notice.contains(&limit), "{limit} not in {notice:?}");
+    let totals = format!(
+        "of {} line{} ({} bytes in all).",
+        p.total_lines,
+        if p.total_lines == 1 { "" } else { "s" },
+        p.total_bytes
+    );
+    assert!(notice.contains(&totals), "{totals} not in {notice:?}");
+    let path = p.spill_path.as_deref().expect("a spill path");
+    assert!(
+        notice.contains(&format!("Full output: {path}")),
+        "{notice:?}"
+    );
+    let first_unseen = match p.shown.first() {
+        Some(r) if r.first == 1 => r.last + 1,
+        _ => 1,
+    };
+    let next = format!(
+        "from line {first_unseen}: {}",
+        CliSteps.read_from(Path::new(path), first_unseen)
+    );
+    assert!(notice.contains(&next), "{next} not in {notice:?}");
+    if p.partial_line.is_none() {
+        let listed: Vec<String> = p
+            .shown
+            .iter()
+            .map(|r| match r.last - r.first {
+                0 => r.first.to_string(),
+                _ => format!("{}-{}", r.first, r.last),
+            })
+            .collect();
+        let listed = match listed.as_slice() {
+            [one] => one.clone(),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+            [] => unreachable!("checked: something is shown"),
+        };
+        assert!(
+            notice.contains(&format!("showing lines {listed} of")),
+            "{notice:?}"
+        );
+    }
+}
