@@ -59,9 +59,9 @@ const CLIENTS_SHARE_OF_FILES: u64 = 2;
 
 /// How often the daemon purges old spills after the one at start-up.
 const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
-/// How often the daemon reaps processes that escaped their runs and died: a zombie costs only
-/// a process-table slot, so a few seconds late is fine.
-const REAP_INTERVAL: Duration = Duration::from_secs(2);
+/// How often the daemon reaps processes that escaped their runs and died (a zombie costs only
+/// a process-table slot, so a few seconds late is fine), and looks whether it has gone quiet.
+const TIDY_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How the daemon got its listening socket.
 enum Listener {
@@ -76,6 +76,7 @@ enum Listener {
 
 /// Runs the daemon in the foreground until it is told to stop (or idles out).
 pub fn run(config: DaemonConfig) -> Result<()> {
+    crate::allocator::limit_arenas();
     // Caught from the very start: a SIGTERM while the socket is being claimed or the index
     // opened (systemd stopping a unit that is still starting) waits in the queue and becomes
     // an orderly shutdown instead of killing the daemon mid-way.
@@ -338,7 +339,7 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,
     );
     tokio::spawn(purge_periodically(Arc::clone(&daemon)));
-    tokio::spawn(reap_strays_periodically());
+    tokio::spawn(tidy_periodically(Arc::clone(&daemon)));
     if let Some(idle) = config.idle_exit {
         tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
     }
@@ -391,11 +392,19 @@ async fn exit_when_idle(daemon: Arc<Daemon>, idle: Duration, stop: watch::Sender
 }
 
 /// Purges at start-up and then every [`PURGE_INTERVAL`].
-/// Reaps the zombies that escaped their runs' process groups (see [`crate::reaper`]).
-async fn reap_strays_periodically() {
+/// Reaps the zombies that escaped their runs' process groups (see [`crate::reaper`]), and
+/// once the last run has ended hands the memory the runs freed back to the system (see
+/// [`crate::allocator`]).
+async fn tidy_periodically(daemon: Arc<Daemon>) {
+    let mut trimmed = true;
     loop {
-        tokio::time::sleep(REAP_INTERVAL).await;
+        tokio::time::sleep(TIDY_INTERVAL).await;
         let _ = tokio::task::spawn_blocking(crate::reaper::reap_strays).await;
+        let quiet = daemon.runs_in_flight() == 0;
+        if quiet && !trimmed {
+            let _ = tokio::task::spawn_blocking(crate::allocator::release_free_memory).await;
+        }
+        trimmed = quiet;
     }
 }
 

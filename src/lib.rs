@@ -18,6 +18,7 @@
 //!
 //! `mcp` serves the same as tools over the Model Context Protocol, as a client of the daemon.
 
+pub mod allocator;
 pub mod capture;
 pub mod cli;
 pub mod client;

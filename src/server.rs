@@ -169,6 +169,11 @@ impl Daemon {
         Ok(report)
     }
 
+    /// How many runs are going.
+    pub fn runs_in_flight(&self) -> usize {
+        lock(&self.runs).len()
+    }
+
     /// How long the daemon has had no runs and no clients.
     pub fn idle_for(&self) -> Duration {
         lock(&self.idle_since).map_or(Duration::ZERO, |since| since.elapsed())
