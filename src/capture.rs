@@ -283,7 +283,7 @@ impl Capture {
             tail: &self.tail[start..],
             tail_at_line_start,
             total_bytes: self.total_bytes,
-            total_lines: self.newlines + u64::from(self.open_line_bytes > 0),
+            total_lines: self.total_lines(),
             first_line_bytes: self.first_line_bytes.unwrap_or(self.open_line_bytes),
             last_line_bytes: if self.open_line_bytes > 0 {
                 self.open_line_bytes
@@ -307,8 +307,18 @@ impl Capture {
 
     /// True once the output no longer fits the limits.
     fn is_over_limits(&self) -> bool {
-        let lines = self.newlines + u64::from(self.open_line_bytes > 0);
-        self.total_bytes > self.limits.max_bytes as u64 || lines > self.limits.max_lines as u64
+        self.total_bytes > self.limits.max_bytes as u64
+            || self.total_lines() > self.limits.max_lines as u64
+    }
+
+    /// Bytes and lines captured so far: the counters alone, for callers that poll them with
+    /// every chunk ([`Capture::view`] also copies the highlights, under their lock).
+    pub fn totals(&self) -> (u64, u64) {
+        (self.total_bytes, self.total_lines())
+    }
+
+    fn total_lines(&self) -> u64 {
+        self.newlines + u64::from(self.open_line_bytes > 0)
     }
 
     fn count_lines(&mut self, bytes: &[u8]) {

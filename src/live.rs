@@ -58,12 +58,6 @@ impl Pipeline {
         }
         self.capture.write_owned(&mut self.text);
     }
-
-    /// Bytes and lines captured so far.
-    fn totals(&self) -> (u64, u64) {
-        let view = self.capture.view();
-        (view.total_bytes, view.total_lines)
-    }
 }
 
 /// How a run's previews are shaped: what a preview of part of its output (`wait --new`)
@@ -198,7 +192,7 @@ impl Live {
         let (bytes, lines) = {
             let mut pipeline = self.pipeline();
             pipeline.take(Some(chunk));
-            pipeline.totals()
+            pipeline.capture.totals()
         };
         self.publish(bytes, lines);
         if let Some(raw) = &self.raw
@@ -242,7 +236,7 @@ impl Live {
             let view = pipeline.capture.view();
             let preview =
                 Preview::build_with(&view, self.shape.direction, &CliSteps, self.max_tokens);
-            (preview, pipeline.totals())
+            (preview, pipeline.capture.totals())
         };
         self.publish(bytes, lines);
         preview

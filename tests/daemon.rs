@@ -9,8 +9,8 @@ use std::time::Instant;
 use serde_json::json;
 
 use crate::helper::daemon::{
-    PATIENCE, RawClient, TestDaemon, daemon_command, processes_in_group, signal, wait_child,
-    wait_for,
+    PATIENCE, ProcStat, RawClient, TestDaemon, daemon_command, processes_in_group, signal,
+    wait_child, wait_for,
 };
 use crate::helper::{Sandbox, stderr, stdout};
 
@@ -514,16 +514,13 @@ fn a_process_that_escaped_its_run_and_died_later_is_reaped() {
     let out = daemon.run(&["--no-tty", "--", "sh", "-c", script]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let escapee: u32 = stdout(&out).trim().parse().unwrap();
-    let parent_and_state = || {
-        let stat = std::fs::read_to_string(format!("/proc/{escapee}/stat")).ok()?;
-        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-        let state = fields.next()?.to_string();
-        Some((fields.next()?.parse::<u32>().ok()?, state))
-    };
     assert_eq!(
-        parent_and_state().map(|(parent, _)| parent),
+        ProcStat::of(escapee).map(|stat| stat.parent),
         Some(daemon.pid()),
         "the escapee was handed to the daemon"
     );
-    wait_for(|| parent_and_state().is_none(), "the escapee to be reaped");
+    wait_for(
+        || ProcStat::of(escapee).is_none(),
+        "the escapee to be reaped",
+    );
 }

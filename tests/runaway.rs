@@ -1,24 +1,8 @@
 //! Runaway output: a spill file stops at its cap while the preview goes on, and a line of
 //! hundreds of megabytes keeps the daemon's memory flat.
 
-use crate::helper::daemon::TestDaemon;
+use crate::helper::daemon::{TestDaemon, rss_kib, status_kib};
 use crate::helper::stderr;
-
-/// A `kB` figure from /proc/PID/status (`VmHWM` is the peak resident set).
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(field)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
 
 fn exit_json(daemon: &TestDaemon, args: &[&str]) -> serde_json::Value {
     let out = daemon.run(&[&["--json"], args].concat());
@@ -74,7 +58,7 @@ fn a_spill_stops_at_its_cap_and_the_preview_goes_on() {
 #[test]
 fn a_line_of_hundreds_of_megabytes_keeps_memory_flat() {
     let daemon = TestDaemon::start();
-    let before = status_kib(daemon.pid(), "VmRSS:");
+    let before = rss_kib(daemon.pid());
     let script = "head -c 300000000 /dev/zero | tr '\\0' x";
     let exit = exit_json(&daemon, &["--no-tty", "--", "sh", "-c", script]);
     assert_eq!(exit["total_lines"], 1, "{exit}");

@@ -231,14 +231,19 @@ impl RawClient {
     }
 }
 
-/// A process's resident memory, in KiB (VmRSS in /proc/PID/status).
+/// A process's resident set size in KiB (`VmRSS`).
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `kB` figure from /proc/PID/status (`VmHWM:` is the peak resident set).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
 /// How many file descriptors a process has open.
@@ -246,6 +251,30 @@ pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .expect("fd dir")
         .count()
+}
+
+/// The fields of /proc/PID/stat these tests read.
+pub struct ProcStat {
+    pub state: String,
+    pub parent: u32,
+    pub pgid: u32,
+}
+
+impl ProcStat {
+    /// The stat of `pid`, while it exists (a zombie still has one).
+    pub fn of(pid: u32) -> Option<ProcStat> {
+        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// The fields after the command name, which is in parentheses and may hold anything.
+    fn parse(stat: &str) -> Option<ProcStat> {
+        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+        Some(ProcStat {
+            state: fields.next()?.to_string(),
+            parent: fields.next()?.parse().ok()?,
+            pgid: fields.next()?.parse().ok()?,
+        })
+    }
 }
 
 /// Pids of live processes whose process group is `pgid` (from /proc/*/stat).
@@ -258,13 +287,11 @@ pub fn processes_in_group(pgid: u32) -> Vec<u32> {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        // Fields after the command name, which is in parentheses and may hold spaces.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // fields[0] is the state, [2] the process group; zombies are already dead.
-        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields.first() != Some(&"Z") {
+        // Zombies are already dead.
+        if let Some(stat) = ProcStat::parse(&stat)
+            && stat.pgid == pgid
+            && stat.state != "Z"
+        {
             found.push(pid);
         }
     }
