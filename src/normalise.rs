@@ -22,7 +22,11 @@
 //! whichever path it takes. The line model: `\n` ends a line, `\r` and cursor moves change the
 //! column, writes overwrite, erases truncate or blank, and nothing wraps.
 
+mod scan;
+
 use vte::{Params, Parser, Perform};
+
+use scan::Stops;
 
 /// Default cap on a pending line before it is committed in pieces (1 MiB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
@@ -264,10 +268,11 @@ impl Terminal {
     /// ending in `\n` are copied to `out` together, as `text[copied..i]`.
     fn ground(&mut self, text: &str, out: &mut String) -> usize {
         let bytes = text.as_bytes();
+        let mut stops = Stops::new(bytes);
         let mut i = 0;
         let mut copied = 0;
         while i < bytes.len() {
-            let end = i + plain_len(&bytes[i..]);
+            let end = stops.plain_end(i);
             if self.line.is_pristine() {
                 match &bytes[end..] {
                     [b'\n', ..] => {
@@ -294,7 +299,7 @@ impl Terminal {
                     self.line.control(b, out);
                     i = end + 1;
                 }
-                // `plain_len` stops at a non-ASCII byte only for a C1 char (2 bytes): dropped.
+                // `plain_end` stops at a non-ASCII byte only for a C1 char (2 bytes): dropped.
                 Some(_) => i = end + 2,
             }
             copied = i;
@@ -383,52 +388,6 @@ fn up_to_esc(bytes: &[u8]) -> usize {
         .iter()
         .position(|&b| b == ESC)
         .map_or(window.len(), |i| i + 1)
-}
-
-/// Length of the leading run of text written as is: printable ASCII, tab, and non-ASCII chars
-/// other than the C1 controls U+0080..=U+009F. `bytes` must be valid UTF-8.
-fn plain_len(bytes: &[u8]) -> usize {
-    let mut i = 0;
-    loop {
-        while let Some(block) = bytes[i..].first_chunk::<32>() {
-            if !all_printable_ascii(block) {
-                break;
-            }
-            i += 32;
-        }
-        while let Some(word) = bytes[i..].first_chunk::<8>() {
-            let bad = not_printable_ascii(u64::from_le_bytes(*word));
-            if bad != 0 {
-                i += bad.trailing_zeros() as usize / 8;
-                break;
-            }
-            i += 8;
-        }
-        match bytes.get(i) {
-            Some(0x20..=0x7E | b'\t') => i += 1,
-            Some(&0xC2) if bytes.get(i + 1).is_some_and(|&b| b < 0xA0) => return i,
-            Some(&lead @ 0x80..) => i += utf8_width(lead),
-            _ => return i,
-        }
-    }
-}
-
-/// Whether all bytes of `block` are in 0x20..=0x7E; branch-free, so that it vectorises.
-fn all_printable_ascii(block: &[u8]) -> bool {
-    block
-        .iter()
-        .fold(true, |ok, &b| ok & (b.wrapping_sub(0x20) < 0x5F))
-}
-
-/// The high bit of the first byte of `word` (little-endian) outside 0x20..=0x7E is the lowest
-/// set bit; 0 when there is none.
-fn not_printable_ascii(word: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // A byte below 0x20 borrows in the subtraction, 0x7F carries into the high bit in the
-    // addition, and bytes from 0x80 have it already. Borrows and carries only start at such a
-    // byte and run upwards, so the lowest flag is exact (higher ones may not be).
-    (word.wrapping_sub(ONES * 0x20) | word.wrapping_add(ONES) | word) & HIGH
 }
 
 /// vte callbacks, applied to the line.
@@ -1053,26 +1012,6 @@ mod tests {
         let input = b"a\x1b[31mb\r\n\x08c\xff\x1b]0;t\x07\n";
         assert_eq!(raw(input), String::from_utf8_lossy(input));
         assert_eq!(raw(b"x\xe2\x82"), "x\u{FFFD}");
-    }
-
-    #[test]
-    fn printable_ascii_checks() {
-        assert!(all_printable_ascii(b" ~abcdef"));
-        assert_eq!(not_printable_ascii(u64::from_le_bytes(*b" ~abcdef")), 0);
-        for bad in [0x00, 0x09, 0x1f, 0x7f, 0x80, 0xff] {
-            for pos in 0..8 {
-                let mut block = *b"abcdefgh";
-                block[pos] = bad;
-                assert!(!all_printable_ascii(&block), "{bad:#x} at {pos}");
-                let first = not_printable_ascii(u64::from_le_bytes(block)).trailing_zeros() / 8;
-                assert_eq!(first as usize, pos, "{bad:#x} at {pos}");
-            }
-        }
-        assert_eq!(plain_len(b"abc\x01\xff"), 3);
-        assert_eq!(
-            plain_len("0123456789abcdefghijklmnopqrstuv\u{e9}x\ty\u{85}z".as_bytes()),
-            37
-        );
     }
 
     /// Pieces that random inputs are made of.
