@@ -129,7 +129,7 @@ mod tests {
     fn plain_end_slowly(text: &str, from: usize) -> usize {
         text[from..]
             .char_indices()
-            .find(|&(_, c)| (c.is_control() && c != '\t'))
+            .find(|&(_, c)| c.is_control() && c != '\t')
             .map_or(text.len(), |(i, _)| from + i)
     }
 
