@@ -175,7 +175,7 @@ impl Capture {
     /// Takes the next piece of normalised output.
     pub fn write(&mut self, text: &str) {
         if let Some((file, keep)) = self.record(text) {
-            spill_part(file, text.as_bytes(), keep);
+            spill_part(file, text, keep);
         }
     }
 
@@ -183,17 +183,16 @@ impl Capture {
     /// copying it, and leaves `text` empty for reuse: the hot loop's way in.
     pub fn write_owned(&mut self, text: &mut String) {
         let owned = std::mem::take(text);
-        let bytes = match self.record(&owned) {
-            Some((file, keep)) if keep == owned.len() => file.write_owned(owned.into_bytes()),
+        let mut spare = match self.record(&owned) {
+            Some((file, keep)) if keep == owned.len() => file.write_owned(owned),
             Some((file, keep)) => {
-                spill_part(file, owned.as_bytes(), keep);
-                owned.into_bytes()
+                spill_part(file, &owned, keep);
+                owned
             }
-            None => owned.into_bytes(),
+            None => owned,
         };
-        let mut spare = bytes;
         spare.clear();
-        *text = String::from_utf8(spare).unwrap_or_default();
+        *text = spare;
     }
 
     /// Counts and keeps what the preview needs of `text`; returns the spill file it must go
@@ -211,7 +210,7 @@ impl Capture {
         self.keep_tail(bytes);
         if !matches!(self.spill, Spill::Open(_)) {
             if let Some((_, highlighter)) = &self.highlighter {
-                highlighter.write(bytes);
+                highlighter.write(text);
             }
             return None;
         }
@@ -344,13 +343,15 @@ impl Capture {
         if let Spill::Pending(dir) = &self.spill
             && self.is_over_limits()
         {
-            // Until this piece the output fitted the limits, so the head holds all of it, and
-            // it has been scanned for highlights already.
+            // Until this piece the output fitted the limits, so the head holds all of it (whole
+            // chars: the lossy conversion only borrows), and it has been scanned for
+            // highlights already.
             self.spill = open_spill(dir);
             let head = std::mem::take(&mut self.head);
-            let keep = self.spill_share(&head, 0);
+            let text = String::from_utf8_lossy(&head);
+            let keep = self.spill_share(text.as_bytes(), 0);
             if let Spill::Open(file) = &mut self.spill {
-                spill_part(file, &head, keep);
+                spill_part(file, &text, keep);
             }
             self.head = head;
             self.hand_scanning_to_the_spill();
@@ -379,11 +380,11 @@ impl Capture {
 }
 
 /// Gives `bytes` to `file`, which takes only the first `keep` of them when they reach its cap.
-fn spill_part(file: &mut SpillFile, bytes: &[u8], keep: usize) {
-    if keep == bytes.len() {
-        file.write(bytes);
+fn spill_part(file: &mut SpillFile, text: &str, keep: usize) {
+    if keep == text.len() {
+        file.write(text);
     } else {
-        file.write_and_close(bytes, keep);
+        file.write_and_close(text, keep);
     }
 }
 

@@ -186,9 +186,9 @@ const BATCHES_IN_FLIGHT: usize = 3;
 #[derive(Debug)]
 pub struct SpillFile {
     path: PathBuf,
-    batch: Vec<u8>,
+    batch: String,
     queue: Option<SyncSender<Batch>>,
-    spare: Receiver<Vec<u8>>,
+    spare: Receiver<String>,
     writer: Option<JoinHandle<()>>,
     shared: Arc<(Mutex<Progress>, Condvar)>,
     /// Bytes handed to `write` so far.
@@ -201,9 +201,10 @@ pub struct SpillFile {
     closed: bool,
 }
 
-/// Text on its way to the file (unless `scan_only`), and who scans it there.
+/// Text on its way to the file (unless `scan_only`), and who scans it there. Text, not bytes:
+/// the scanner needs `str`, and checking the UTF-8 again would cost as much as the scan.
 struct Batch {
-    bytes: Vec<u8>,
+    text: String,
     scan_only: bool,
     scanner: Option<SharedHighlighter>,
 }
@@ -240,7 +241,7 @@ impl SpillFile {
         };
         SpillFile {
             path,
-            batch: Vec::with_capacity(BATCH_BYTES),
+            batch: String::with_capacity(BATCH_BYTES),
             queue: writer.is_some().then_some(queue),
             spare,
             writer,
@@ -259,46 +260,48 @@ impl SpillFile {
         self.scanner = scanner;
     }
 
-    /// Appends `bytes`; after the first failure, or once closed, the bytes are dropped (but
-    /// still scanned).
-    pub fn write(&mut self, bytes: &[u8]) {
+    /// Appends `text`; after the first failure, or once closed, it is dropped (but still
+    /// scanned).
+    pub fn write(&mut self, text: &str) {
         if self.closed && self.scanner.is_none() {
             return;
         }
-        self.accepted += bytes.len() as u64;
-        self.batch.extend_from_slice(bytes);
+        self.accepted += text.len() as u64;
+        self.batch.push_str(text);
         if self.batch.len() >= BATCH_BYTES {
             self.send_batch();
         }
     }
 
-    /// Appends the first `keep` bytes of `bytes` and closes the file: it has reached its cap,
-    /// and it takes no more (the rest of `bytes`, and what comes later, is only scanned).
-    pub fn write_and_close(&mut self, bytes: &[u8], keep: usize) {
+    /// Appends the first `keep` bytes of `text` (a char boundary) and closes the file: it has
+    /// reached its cap, and it takes no more (the rest of `text`, and what comes later, is
+    /// only scanned).
+    pub fn write_and_close(&mut self, text: &str, keep: usize) {
         if self.closed {
-            return self.write(bytes);
+            return self.write(text);
         }
-        self.write(&bytes[..keep]);
+        let (kept, rest) = text.split_at(keep);
+        self.write(kept);
         self.send_batch();
         self.closed = true;
-        self.write(&bytes[keep..]);
+        self.write(rest);
     }
 
-    /// Appends `bytes`, handing the buffer itself to the writer when it is big enough to be a
+    /// Appends `text`, handing the buffer itself to the writer when it is big enough to be a
     /// batch on its own (no copy), and returns an empty buffer for the caller to reuse.
-    pub fn write_owned(&mut self, mut bytes: Vec<u8>) -> Vec<u8> {
+    pub fn write_owned(&mut self, mut text: String) -> String {
         let unwanted = self.closed && self.scanner.is_none();
-        if unwanted || !self.batch.is_empty() || bytes.len() < BATCH_BYTES / 4 {
-            self.write(&bytes);
-            bytes.clear();
-            return bytes;
+        if unwanted || !self.batch.is_empty() || text.len() < BATCH_BYTES / 4 {
+            self.write(&text);
+            text.clear();
+            return text;
         }
-        self.accepted += bytes.len() as u64;
+        self.accepted += text.len() as u64;
         let spare = self
             .spare
             .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(bytes.capacity()));
-        self.dispatch(bytes);
+            .unwrap_or_else(|_| String::with_capacity(text.capacity()));
+        self.dispatch(text);
         spare
     }
 
@@ -316,27 +319,27 @@ impl SpillFile {
         let next = self
             .spare
             .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(BATCH_BYTES));
+            .unwrap_or_else(|_| String::with_capacity(BATCH_BYTES));
         let full = std::mem::replace(&mut self.batch, next);
         self.dispatch(full);
     }
 
-    /// Queues `bytes` for the writer. Without a writer (it could not start) the bytes are
-    /// dropped, the error says why, and they are scanned here so no highlight is lost.
-    fn dispatch(&self, bytes: Vec<u8>) {
+    /// Queues `text` for the writer. Without a writer (it could not start) the text is
+    /// dropped, the error says why, and it is scanned here so no highlight is lost.
+    fn dispatch(&self, text: String) {
         let scanner = self.scanner.clone();
         match &self.queue {
             Some(queue) => {
                 let scan_only = self.closed;
                 let _ = queue.send(Batch {
-                    bytes,
+                    text,
                     scan_only,
                     scanner,
                 });
             }
             None => {
                 if let Some(scanner) = scanner {
-                    scanner.write(&bytes);
+                    scanner.write(&text);
                 }
             }
         }
@@ -386,28 +389,28 @@ impl Drop for SpillFile {
 fn write_batches(
     file: File,
     batches: &Receiver<Batch>,
-    give_back: &mpsc::Sender<Vec<u8>>,
+    give_back: &mpsc::Sender<String>,
     shared: &(Mutex<Progress>, Condvar),
 ) {
     let mut file = Some(file);
     for batch in batches {
         let Batch {
-            mut bytes,
+            mut text,
             scan_only,
             scanner,
         } = batch;
         let result = match file.as_mut() {
-            Some(f) if !scan_only => Some(f.write_all(&bytes)),
+            Some(f) if !scan_only => Some(f.write_all(text.as_bytes())),
             _ => None,
         };
         if let Some(scanner) = scanner {
-            scanner.write(&bytes);
+            scanner.write(&text);
         }
         let (lock, wake) = shared;
         let mut progress = lock.lock().unwrap_or_else(|e| e.into_inner());
-        progress.handled += bytes.len() as u64;
+        progress.handled += text.len() as u64;
         match result {
-            Some(Ok(())) => progress.written += bytes.len() as u64,
+            Some(Ok(())) => progress.written += text.len() as u64,
             Some(Err(e)) => {
                 // Part of the batch may have landed: report what is really on disk.
                 if let Some(len) = file.take().and_then(|f| f.metadata().ok()).map(|m| m.len()) {
@@ -419,8 +422,8 @@ fn write_batches(
         }
         drop(progress);
         wake.notify_all();
-        bytes.clear();
-        let _ = give_back.send(bytes);
+        text.clear();
+        let _ = give_back.send(text);
     }
 }
 
@@ -440,7 +443,7 @@ mod tests {
         assert_eq!(mode(&root), 0o700);
         assert_eq!(mode(&dir.spills_dir()), 0o700);
         let mut spill = dir.create_spill().unwrap();
-        spill.write(b"hello\n");
+        spill.write("hello\n");
         spill.flush();
         assert_eq!(mode(spill.path()), 0o600);
         assert_eq!(fs::read(spill.path()).unwrap(), b"hello\n");
@@ -453,21 +456,26 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = DataDir::open(tmp.path()).unwrap();
         let mut spill = dir.create_spill().unwrap();
-        let mut expected = Vec::new();
-        let mut buf = Vec::new();
+        let mut expected = String::new();
+        let mut buf = String::new();
         for i in 0..40u8 {
-            let small = vec![b'a' + i % 26; 1000 + usize::from(i)];
+            let small = char::from(b'a' + i % 26)
+                .to_string()
+                .repeat(1000 + usize::from(i));
             spill.write(&small);
-            expected.extend_from_slice(&small);
-            buf.resize(BATCH_BYTES / 2 + usize::from(i), b'0' + i % 10);
-            expected.extend_from_slice(&buf);
+            expected.push_str(&small);
+            buf.extend(std::iter::repeat_n(
+                char::from(b'0' + i % 10),
+                BATCH_BYTES / 2 + usize::from(i),
+            ));
+            expected.push_str(&buf);
             buf = spill.write_owned(buf);
             assert!(buf.is_empty(), "the returned buffer is empty, for reuse");
         }
         spill.flush();
         assert_eq!(spill.written(), expected.len() as u64);
         assert_eq!(spill.error(), None);
-        assert_eq!(fs::read(spill.path()).unwrap(), expected);
+        assert_eq!(fs::read_to_string(spill.path()).unwrap(), expected);
     }
 
     #[test]
