@@ -272,23 +272,13 @@ impl Terminal {
         let mut i = 0;
         let mut copied = 0;
         while i < bytes.len() {
-            let end = stops.plain_end(i);
             if self.line.is_pristine() {
-                match &bytes[end..] {
-                    [b'\n', ..] => {
-                        i = end + 1;
-                        continue;
-                    }
-                    [b'\r', b'\n', ..] => {
-                        out.push_str(&text[copied..end]);
-                        out.push('\n');
-                        i = end + 2;
-                        copied = i;
-                        continue;
-                    }
-                    _ => {}
+                i = plain_lines(text, &mut stops, i, &mut copied, out);
+                if i == bytes.len() {
+                    break;
                 }
             }
+            let end = stops.plain_end(i);
             out.push_str(&text[copied..i]);
             if end > i {
                 self.line.write_str(&text[i..end], out);
@@ -373,6 +363,33 @@ impl Terminal {
         };
         self.parser.advance(&mut performer, b"\x1b]");
         Seq::Osc(0)
+    }
+}
+
+/// Passes the complete lines of plain text from `i` on, each ending in `\n` or `\r\n`: the
+/// text up to `copied` is in `out`, and the rest waits to be copied in one go, so `\n` lines
+/// cost no copy of their own and a `\r\n` line only the copy that drops its `\r`. Returns
+/// where the first other line (or the text's end) is.
+fn plain_lines(
+    text: &str,
+    stops: &mut Stops,
+    mut i: usize,
+    copied: &mut usize,
+    out: &mut String,
+) -> usize {
+    let bytes = text.as_bytes();
+    loop {
+        let end = stops.plain_end(i);
+        match bytes.get(end..end + 2) {
+            Some([b'\n', _]) => i = end + 1,
+            Some([b'\r', b'\n']) => {
+                out.push_str(&text[*copied..end]);
+                *copied = end + 1;
+                i = end + 2;
+            }
+            None if bytes.get(end) == Some(&b'\n') => return end + 1,
+            _ => return i,
+        }
     }
 }
 
