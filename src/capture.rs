@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use crate::highlight::{Findings, Patterns, SharedHighlighter};
+use crate::highlight::{Findings, Patterns, SharedHighlighter, count_newlines};
 use crate::spill::{DataDir, SpillFile};
 
 /// Default preview line limit.
@@ -174,8 +174,8 @@ impl Capture {
 
     /// Takes the next piece of normalised output.
     pub fn write(&mut self, text: &str) {
-        if let Some((file, keep)) = self.record(text) {
-            spill_part(file, text, keep);
+        if let Some((file, keep, newlines)) = self.record(text) {
+            spill_part(file, text, keep, newlines);
         }
     }
 
@@ -184,9 +184,11 @@ impl Capture {
     pub fn write_owned(&mut self, text: &mut String) {
         let owned = std::mem::take(text);
         let mut spare = match self.record(&owned) {
-            Some((file, keep)) if keep == owned.len() => file.write_owned(owned),
-            Some((file, keep)) => {
-                spill_part(file, &owned, keep);
+            Some((file, keep, newlines)) if keep == owned.len() => {
+                file.write_owned(owned, newlines)
+            }
+            Some((file, keep, newlines)) => {
+                spill_part(file, &owned, keep, newlines);
                 owned
             }
             None => owned,
@@ -196,8 +198,8 @@ impl Capture {
     }
 
     /// Counts and keeps what the preview needs of `text`; returns the spill file it must go
-    /// to, if one is open, with how many of its bytes the file takes.
-    fn record(&mut self, text: &str) -> Option<(&mut SpillFile, usize)> {
+    /// to, if one is open, with how many of its bytes the file takes, and the newlines in it.
+    fn record(&mut self, text: &str) -> Option<(&mut SpillFile, usize, u64)> {
         let bytes = text.as_bytes();
         if bytes.is_empty() {
             return None;
@@ -208,15 +210,16 @@ impl Capture {
         self.open_pending_spill();
         self.keep_head(bytes);
         self.keep_tail(bytes);
+        let newlines = self.newlines - lines_before;
         if !matches!(self.spill, Spill::Open(_)) {
             if let Some((_, highlighter)) = &self.highlighter {
-                highlighter.write(text);
+                highlighter.write_counted(text, newlines);
             }
             return None;
         }
         let keep = self.spill_share(bytes, lines_before);
         match &mut self.spill {
-            Spill::Open(file) => Some((file, keep)),
+            Spill::Open(file) => Some((file, keep, newlines)),
             _ => None,
         }
     }
@@ -351,7 +354,7 @@ impl Capture {
             let text = String::from_utf8_lossy(&head);
             let keep = self.spill_share(text.as_bytes(), 0);
             if let Spill::Open(file) = &mut self.spill {
-                spill_part(file, &text, keep);
+                spill_part(file, &text, keep, count_newlines(&text));
             }
             self.head = head;
             self.hand_scanning_to_the_spill();
@@ -379,10 +382,11 @@ impl Capture {
     }
 }
 
-/// Gives `bytes` to `file`, which takes only the first `keep` of them when they reach its cap.
-fn spill_part(file: &mut SpillFile, text: &str, keep: usize) {
+/// Gives `text` to `file`, which takes only the first `keep` bytes when they reach its cap;
+/// `newlines` counts the newlines in `text`.
+fn spill_part(file: &mut SpillFile, text: &str, keep: usize, newlines: u64) {
     if keep == text.len() {
-        file.write(text);
+        file.write_counted(text, newlines);
     } else {
         file.write_and_close(text, keep);
     }

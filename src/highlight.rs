@@ -225,9 +225,20 @@ impl Highlighter {
 
     /// Takes the next piece of normalised output.
     pub fn write(&mut self, text: &str) {
+        self.write_counted(text, count_newlines(text));
+    }
+
+    /// Like [`Highlighter::write`], for a caller that has counted the newlines in `text`
+    /// already (a capture has): line numbers only need counting up to each candidate then.
+    pub fn write_counted(&mut self, text: &str, newlines: u64) {
+        debug_assert_eq!(
+            newlines,
+            count_newlines(text),
+            "the caller's count is wrong"
+        );
         let mut rest = text;
         let mut ended = self.ended;
-        self.ended += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
+        self.ended += newlines;
         if !self.carry.is_empty() || self.carry_cut {
             match rest.find('\n') {
                 Some(i) => {
@@ -403,6 +414,11 @@ impl Highlighter {
     }
 }
 
+/// How many `\n` `text` holds.
+pub fn count_newlines(text: &str) -> u64 {
+    memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64
+}
+
 /// What a highlighter found: the kept candidates, in output order, and how many there were.
 #[derive(Debug, Clone, Default)]
 pub struct Findings {
@@ -421,9 +437,9 @@ impl SharedHighlighter {
         SharedHighlighter(Arc::new(Mutex::new(Highlighter::new(patterns))))
     }
 
-    /// Takes the next piece of output.
-    pub fn write(&self, text: &str) {
-        self.lock().write(text);
+    /// Takes the next piece of output, holding `newlines` newlines.
+    pub fn write_counted(&self, text: &str, newlines: u64) {
+        self.lock().write_counted(text, newlines);
     }
 
     /// Ends the stream.

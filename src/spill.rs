@@ -19,7 +19,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
-use crate::highlight::SharedHighlighter;
+use crate::highlight::{SharedHighlighter, count_newlines};
 
 /// Environment variable naming the data directory.
 pub const DATA_DIR_ENV: &str = "SPILLWAY_DATA_DIR";
@@ -187,6 +187,8 @@ const BATCHES_IN_FLIGHT: usize = 3;
 pub struct SpillFile {
     path: PathBuf,
     batch: String,
+    /// Newlines in `batch`.
+    batch_newlines: u64,
     queue: Option<SyncSender<Batch>>,
     spare: Receiver<String>,
     writer: Option<JoinHandle<()>>,
@@ -205,6 +207,8 @@ pub struct SpillFile {
 /// the scanner needs `str`, and checking the UTF-8 again would cost as much as the scan.
 struct Batch {
     text: String,
+    /// Newlines in `text`, counted by the capture already: the scanner needs the count.
+    newlines: u64,
     scan_only: bool,
     scanner: Option<SharedHighlighter>,
 }
@@ -242,6 +246,7 @@ impl SpillFile {
         SpillFile {
             path,
             batch: String::with_capacity(BATCH_BYTES),
+            batch_newlines: 0,
             queue: writer.is_some().then_some(queue),
             spare,
             writer,
@@ -263,11 +268,17 @@ impl SpillFile {
     /// Appends `text`; after the first failure, or once closed, it is dropped (but still
     /// scanned).
     pub fn write(&mut self, text: &str) {
+        self.write_counted(text, count_newlines(text));
+    }
+
+    /// [`SpillFile::write`] for a caller that knows how many newlines `text` holds.
+    pub fn write_counted(&mut self, text: &str, newlines: u64) {
         if self.closed && self.scanner.is_none() {
             return;
         }
         self.accepted += text.len() as u64;
         self.batch.push_str(text);
+        self.batch_newlines += newlines;
         if self.batch.len() >= BATCH_BYTES {
             self.send_batch();
         }
@@ -287,12 +298,13 @@ impl SpillFile {
         self.write(rest);
     }
 
-    /// Appends `text`, handing the buffer itself to the writer when it is big enough to be a
-    /// batch on its own (no copy), and returns an empty buffer for the caller to reuse.
-    pub fn write_owned(&mut self, mut text: String) -> String {
+    /// Appends `text`, which holds `newlines` newlines, handing the buffer itself to the
+    /// writer when it is big enough to be a batch on its own (no copy), and returns an empty
+    /// buffer for the caller to reuse.
+    pub fn write_owned(&mut self, mut text: String, newlines: u64) -> String {
         let unwanted = self.closed && self.scanner.is_none();
         if unwanted || !self.batch.is_empty() || text.len() < BATCH_BYTES / 4 {
-            self.write(&text);
+            self.write_counted(&text, newlines);
             text.clear();
             return text;
         }
@@ -301,7 +313,7 @@ impl SpillFile {
             .spare
             .try_recv()
             .unwrap_or_else(|_| String::with_capacity(text.capacity()));
-        self.dispatch(text);
+        self.dispatch(text, newlines);
         spare
     }
 
@@ -321,25 +333,27 @@ impl SpillFile {
             .try_recv()
             .unwrap_or_else(|_| String::with_capacity(BATCH_BYTES));
         let full = std::mem::replace(&mut self.batch, next);
-        self.dispatch(full);
+        let newlines = std::mem::take(&mut self.batch_newlines);
+        self.dispatch(full, newlines);
     }
 
     /// Queues `text` for the writer. Without a writer (it could not start) the text is
     /// dropped, the error says why, and it is scanned here so no highlight is lost.
-    fn dispatch(&self, text: String) {
+    fn dispatch(&self, text: String, newlines: u64) {
         let scanner = self.scanner.clone();
         match &self.queue {
             Some(queue) => {
                 let scan_only = self.closed;
                 let _ = queue.send(Batch {
                     text,
+                    newlines,
                     scan_only,
                     scanner,
                 });
             }
             None => {
                 if let Some(scanner) = scanner {
-                    scanner.write(&text);
+                    scanner.write_counted(&text, newlines);
                 }
             }
         }
@@ -396,6 +410,7 @@ fn write_batches(
     for batch in batches {
         let Batch {
             mut text,
+            newlines,
             scan_only,
             scanner,
         } = batch;
@@ -404,7 +419,7 @@ fn write_batches(
             _ => None,
         };
         if let Some(scanner) = scanner {
-            scanner.write(&text);
+            scanner.write_counted(&text, newlines);
         }
         let (lock, wake) = shared;
         let mut progress = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -469,7 +484,7 @@ mod tests {
                 BATCH_BYTES / 2 + usize::from(i),
             ));
             expected.push_str(&buf);
-            buf = spill.write_owned(buf);
+            buf = spill.write_owned(buf, 0);
             assert!(buf.is_empty(), "the returned buffer is empty, for reuse");
         }
         spill.flush();
