@@ -11,7 +11,8 @@
 //!    and vte must see the same chars. Raw mode stops here.
 //! 2. **Ground text fast path** (`Terminal::ground`). Outside escape sequences, runs of plain
 //!    text are found a block of bytes at a time and written to the line in one go; complete
-//!    lines of plain text met at the start of a line go straight to the output.
+//!    lines of plain text met at the start of a line go straight to the output. Complete CSI
+//!    sequences that change nothing on the line (colours, private modes) are skipped here.
 //! 3. **Escape sequences through `vte`** (`Terminal::sequence`). From an ESC on, bytes go to
 //!    [`vte::Parser::advance_until_terminated`] until the sequence has ended. `vte` does not say
 //!    which state it is in, so `Seq` shadows the little the loop needs: whether vte is back in
@@ -253,16 +254,19 @@ impl Terminal {
     fn process(&mut self, text: &str, out: &mut String) {
         let mut pos = 0;
         while pos < text.len() {
-            // `Seq::Ground` is only entered at a char boundary, so the slice is valid.
-            pos += if self.seq == Seq::Ground && text.as_bytes()[pos] != ESC {
-                self.ground(&text[pos..], out)
-            } else {
-                self.sequence(text, pos, out)
-            };
+            if self.seq == Seq::Ground {
+                // `Seq::Ground` is only entered at a char boundary, so the slice is valid.
+                pos += self.ground(&text[pos..], out);
+                if pos == text.len() {
+                    break;
+                }
+            }
+            pos += self.sequence(text, pos, out);
         }
     }
 
-    /// Fast path for ground text; stops at an ESC (left for vte). Returns the bytes consumed.
+    /// Fast path for ground text; stops at an ESC that vte must take (it skips those of
+    /// sequences that change nothing, such as colours). Returns the bytes consumed.
     ///
     /// Complete lines of plain text met at the start of a line bypass the line buffer; those
     /// ending in `\n` are copied to `out` together, as `text[copied..i]`.
@@ -284,7 +288,11 @@ impl Terminal {
                 self.line.write_str(&text[i..end], out);
             }
             match bytes.get(end) {
-                None | Some(&ESC) => return end,
+                None => return end,
+                Some(&ESC) => match inert_csi_len(&bytes[end..]) {
+                    Some(len) => i = end + len,
+                    None => return end,
+                },
                 Some(&b) if b.is_ascii() => {
                     self.line.control(b, out);
                     i = end + 1;
@@ -391,6 +399,24 @@ fn plain_lines(
             _ => return i,
         }
     }
+}
+
+/// The length of the complete CSI sequence that `bytes` starts with when it changes nothing on
+/// the line: a colour or other SGR (`ESC [ 1;31 m`), or one with a private marker
+/// (`ESC [ ? 25 l`), which [`Line::csi`] ignores too. Such sequences are most of the escapes
+/// in real output, and skipping them here spares vte and keeps the fast path. `None` for
+/// anything else, or for a sequence the text cuts short: vte takes those.
+fn inert_csi_len(bytes: &[u8]) -> Option<usize> {
+    let rest = bytes.strip_prefix(b"\x1b[")?;
+    let private = usize::from(matches!(rest.first(), Some(b'<'..=b'?')));
+    let rest = &rest[private..];
+    let params = rest
+        .iter()
+        .take_while(|&&b| b.is_ascii_digit() || b == b';' || b == b':')
+        .count();
+    let last = *rest.get(params)?;
+    let inert = last == b'm' || (private == 1 && (0x40..=0x7E).contains(&last));
+    inert.then_some(2 + private + params + 1)
 }
 
 /// Whether a byte leaves vte's escape state unchanged.
@@ -1031,6 +1057,28 @@ mod tests {
         assert_eq!(raw(b"x\xe2\x82"), "x\u{FFFD}");
     }
 
+    #[test]
+    fn inert_sequences_are_skipped_whole_and_others_left_to_vte() {
+        assert_eq!(inert_csi_len(b"\x1b[mx"), Some(3));
+        assert_eq!(inert_csi_len(b"\x1b[1;38:5:196mx"), Some(13));
+        assert_eq!(inert_csi_len(b"\x1b[?25lx"), Some(6));
+        assert_eq!(inert_csi_len(b"\x1b[>4;2m"), Some(7));
+        for other in [
+            &b"\x1b[K"[..],
+            b"\x1b[2J",
+            b"\x1b[1;31",
+            b"\x1b[",
+            b"\x1b[1 q",
+            b"\x1b]0;t\x07",
+        ] {
+            assert_eq!(inert_csi_len(other), None, "{other:?}");
+        }
+        assert_eq!(
+            norm(b"\x1b[32m   Compiling\x1b[0m foo\r\n\x1b[1mab\x1b[0m\rX\n\x1b[?25lok"),
+            "   Compiling foo\nXb\nok"
+        );
+    }
+
     /// Pieces that random inputs are made of.
     fn piece() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
@@ -1044,7 +1092,7 @@ mod tests {
                 "\u{9b}".as_bytes().to_vec(), b"\xc2".to_vec(), b"\xe2\x82".to_vec(),
                 b"\x80".to_vec(), b"\xff".to_vec(), b"\x1b]8;;http://x\x1b\\".to_vec(),
             ]),
-            2 => ("[?>]?", prop::collection::vec(0u16..30, 0..3), "[ -/]?", "[@-~]").prop_map(
+            2 => ("[<-?]?", prop::collection::vec(0u16..30, 0..3), "[ -/]?", "[@-~]").prop_map(
                 |(private, params, inter, fin)| {
                     let params: Vec<String> = params.iter().map(u16::to_string).collect();
                     format!("\x1b[{private}{}{inter}{fin}", params.join(";")).into_bytes()
