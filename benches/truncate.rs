@@ -8,12 +8,14 @@
 //! comes from `wait4`'s `ru_maxrss`.
 //!
 //! Run: `cargo bench --bench truncate`. Environment: `SPILLWAY_BENCH_BYTES` (input size in
-//! bytes, default 1 GiB), `SPILLWAY_BENCH_ROUNDS` (default 5); temp files go under `TMPDIR`.
+//! bytes, default 1 GiB), `SPILLWAY_BENCH_ROUNDS` (default 5), `SPILLWAY_BENCH_OTHER` (the path
+//! of another `spillway` build, say an older commit's, timed in the same rounds: on a noisy
+//! machine that is the only fair comparison of two builds); temp files go under `TMPDIR`.
 
 mod common;
 
 use std::fs::{self, File};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::{BenchResult, Run, Series, env_number, human, measure, prepare_input};
@@ -43,18 +45,20 @@ fn main() -> BenchResult<()> {
 
     // One untimed run each: the first writes of a run pay one-off costs (allocation, cache).
     run_cat(&input, work.path())?;
-    run_spillway(&input, work.path())?;
+    run_spillway(SPILLWAY.as_ref(), &input, work.path())?;
     println!("warm-up runs done");
 
+    let other = std::env::var_os("SPILLWAY_BENCH_OTHER").map(PathBuf::from);
     let mut cat = Series::new("cat > file");
     let mut spillway = Series::new("spillway truncate");
+    let mut others = Series::new("other build");
     for round in 0..rounds {
         // Alternate which goes first, to spread drift (caches, clocks) over both.
         let (c, (s, spilled)) = if round % 2 == 0 {
             let c = run_cat(&input, work.path())?;
-            (c, run_spillway(&input, work.path())?)
+            (c, run_spillway(SPILLWAY.as_ref(), &input, work.path())?)
         } else {
-            let s = run_spillway(&input, work.path())?;
+            let s = run_spillway(SPILLWAY.as_ref(), &input, work.path())?;
             (run_cat(&input, work.path())?, s)
         };
         println!(
@@ -66,8 +70,16 @@ fn main() -> BenchResult<()> {
         );
         cat.push(c);
         spillway.push(s);
+        if let Some(other) = &other {
+            let (o, _) = run_spillway(other, &input, work.path())?;
+            println!("        other build {:.3} s", o.secs);
+            others.push(o);
+        }
     }
     print_table(bytes, &cat, &spillway);
+    if other.is_some() {
+        print_table(bytes, &cat, &others);
+    }
     println!("reproduce: cargo bench --bench truncate");
     println!(
         "       or: SPILLWAY_BENCH_BYTES={bytes} SPILLWAY_BENCH_ROUNDS={rounds} cargo bench --bench truncate"
@@ -88,10 +100,10 @@ fn run_cat(input: &Path, work: &Path) -> BenchResult<Run> {
     Ok(run)
 }
 
-/// Runs `spillway truncate`; returns the run and the bytes it spilled (0 if no spill).
-fn run_spillway(input: &Path, work: &Path) -> BenchResult<(Run, u64)> {
+/// Runs `binary truncate`; returns the run and the bytes it spilled (0 if no spill).
+fn run_spillway(binary: &Path, input: &Path, work: &Path) -> BenchResult<(Run, u64)> {
     let data = work.join("data");
-    let mut cmd = Command::new(SPILLWAY);
+    let mut cmd = Command::new(binary);
     cmd.arg("truncate").arg("--data-dir").arg(&data);
     cmd.stdin(File::open(input)?).stdout(Stdio::null());
     let run = measure(&mut cmd)?;
@@ -127,9 +139,10 @@ fn print_table(bytes: u64, cat: &Series<Run>, spillway: &Series<Run>) {
         );
     }
     println!(
-        "ratio spillway/cat: {:.2}x of the medians, {:.2}x of the fastest rounds\n\
+        "ratio {} / cat: {:.2}x of the medians, {:.2}x of the fastest rounds\n\
          (on a shared machine the fastest rounds are the least disturbed; MB = 10^6 bytes; peak\n\
          RSS is the max over runs, cat's is the measurement floor)",
+        spillway.name,
         spillway.median_secs() / cat.median_secs(),
         spillway.min_secs() / cat.min_secs()
     );
