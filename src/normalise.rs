@@ -252,11 +252,12 @@ impl Terminal {
 
     /// Processes repaired text (complete chars).
     fn process(&mut self, text: &str, out: &mut String) {
+        let mut stops = Stops::new(text.as_bytes());
         let mut pos = 0;
         while pos < text.len() {
             if self.seq == Seq::Ground {
-                // `Seq::Ground` is only entered at a char boundary, so the slice is valid.
-                pos += self.ground(&text[pos..], out);
+                // `Seq::Ground` is only entered at a char boundary.
+                pos = self.ground(text, pos, &mut stops, out);
                 if pos == text.len() {
                     break;
                 }
@@ -265,19 +266,18 @@ impl Terminal {
         }
     }
 
-    /// Fast path for ground text; stops at an ESC that vte must take (it skips those of
-    /// sequences that change nothing, such as colours). Returns the bytes consumed.
+    /// Fast path for ground text from `start`; stops at an ESC that vte must take (it skips
+    /// those of sequences that change nothing, such as colours). Returns where it stopped.
     ///
     /// Complete lines of plain text met at the start of a line bypass the line buffer; those
     /// ending in `\n` are copied to `out` together, as `text[copied..i]`.
-    fn ground(&mut self, text: &str, out: &mut String) -> usize {
+    fn ground(&mut self, text: &str, start: usize, stops: &mut Stops, out: &mut String) -> usize {
         let bytes = text.as_bytes();
-        let mut stops = Stops::new(bytes);
-        let mut i = 0;
-        let mut copied = 0;
+        let mut i = start;
+        let mut copied = start;
         while i < bytes.len() {
             if self.line.is_pristine() {
-                i = plain_lines(text, &mut stops, i, &mut copied, out);
+                i = plain_lines(text, stops, i, &mut copied, out);
                 if i == bytes.len() {
                     break;
                 }
