@@ -52,25 +52,29 @@ impl<'a> Stops<'a> {
 
     /// The first stop at or after `from`, or the text's length.
     fn next(&mut self, from: usize) -> usize {
-        if from >= self.bytes.len() {
-            return self.bytes.len();
-        }
-        let mut block = from / BLOCK;
-        if !(self.first..self.first + self.len).contains(&block) {
-            self.classify(block);
-        }
-        let mut mask = self.masks[block - self.first] & (u64::MAX << (from % BLOCK));
-        while mask == 0 {
-            block += 1;
-            if block * BLOCK >= self.bytes.len() {
+        // `j` indexes `masks`; a block before the window wraps around to a huge `j`.
+        let mut j = (from / BLOCK).wrapping_sub(self.first);
+        if j >= self.len {
+            if from >= self.bytes.len() {
                 return self.bytes.len();
             }
-            if block == self.first + self.len {
-                self.classify(block);
-            }
-            mask = self.masks[block - self.first];
+            self.classify(from / BLOCK);
+            j = 0;
         }
-        block * BLOCK + mask.trailing_zeros() as usize
+        let mut mask = self.masks[j] & (u64::MAX << (from % BLOCK));
+        while mask == 0 {
+            j += 1;
+            if j == self.len {
+                let block = self.first + j;
+                if block * BLOCK >= self.bytes.len() {
+                    return self.bytes.len();
+                }
+                self.classify(block);
+                j = 0;
+            }
+            mask = self.masks[j];
+        }
+        (self.first + j) * BLOCK + mask.trailing_zeros() as usize
     }
 
     /// Fills `masks` from block `first` (which starts inside the text) on; a short last block
