@@ -268,12 +268,14 @@ impl SpillFile {
     /// Appends `text`; after the first failure, or once closed, it is dropped (but still
     /// scanned).
     pub fn write(&mut self, text: &str) {
-        self.write_counted(text, count_newlines(text));
+        if !self.unwanted() {
+            self.write_counted(text, count_newlines(text));
+        }
     }
 
     /// [`SpillFile::write`] for a caller that knows how many newlines `text` holds.
     pub fn write_counted(&mut self, text: &str, newlines: u64) {
-        if self.closed && self.scanner.is_none() {
+        if self.unwanted() {
             return;
         }
         self.accepted += text.len() as u64;
@@ -302,8 +304,7 @@ impl SpillFile {
     /// writer when it is big enough to be a batch on its own (no copy), and returns an empty
     /// buffer for the caller to reuse.
     pub fn write_owned(&mut self, mut text: String, newlines: u64) -> String {
-        let unwanted = self.closed && self.scanner.is_none();
-        if unwanted || !self.batch.is_empty() || text.len() < BATCH_BYTES / 4 {
+        if self.unwanted() || !self.batch.is_empty() || text.len() < BATCH_BYTES / 4 {
             self.write_counted(&text, newlines);
             text.clear();
             return text;
@@ -315,6 +316,11 @@ impl SpillFile {
             .unwrap_or_else(|_| String::with_capacity(text.capacity()));
         self.dispatch(text, newlines);
         spare
+    }
+
+    /// Whether text written now goes nowhere: the file is closed and nobody scans.
+    fn unwanted(&self) -> bool {
+        self.closed && self.scanner.is_none()
     }
 
     /// Hands the bytes gathered so far to the writer without waiting for a full batch: a

@@ -12,8 +12,8 @@ const BLOCK: usize = 64;
 /// Blocks classified in one go (8 KiB of text).
 const WINDOW: usize = 128;
 
-/// Walks the stops of one text: the bytes at which a run of plain text ends. Calls go
-/// forwards through the text.
+/// Walks the stops of one text: the bytes at which a run of plain text ends. Meant to be
+/// asked forwards through the text (a position behind the window is classified again).
 pub(super) struct Stops<'a> {
     bytes: &'a [u8],
     /// The block whose mask is `masks[0]`.
