@@ -213,7 +213,7 @@ impl Capture {
         let newlines = self.newlines - lines_before;
         if !matches!(self.spill, Spill::Open(_)) {
             if let Some((_, highlighter)) = &self.highlighter {
-                highlighter.write_counted(text, newlines);
+                highlighter.write(text, newlines);
             }
             return None;
         }
@@ -386,9 +386,9 @@ impl Capture {
 /// `newlines` counts the newlines in `text`.
 fn spill_part(file: &mut SpillFile, text: &str, keep: usize, newlines: u64) {
     if keep == text.len() {
-        file.write_counted(text, newlines);
+        file.write(text, newlines);
     } else {
-        file.write_and_close(text, keep);
+        file.write_and_close(text, keep, newlines);
     }
 }
 

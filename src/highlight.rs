@@ -223,14 +223,10 @@ impl Highlighter {
         }
     }
 
-    /// Takes the next piece of normalised output.
-    pub fn write(&mut self, text: &str) {
-        self.write_counted(text, count_newlines(text));
-    }
-
-    /// Like [`Highlighter::write`], for a caller that has counted the newlines in `text`
-    /// already (a capture has): line numbers only need counting up to each candidate then.
-    pub fn write_counted(&mut self, text: &str, newlines: u64) {
+    /// Takes the next piece of normalised output, which holds `newlines` newlines: its caller
+    /// (a capture) has counted them already, so line numbers only need counting up to each
+    /// candidate here.
+    pub fn write(&mut self, text: &str, newlines: u64) {
         debug_assert_eq!(
             newlines,
             count_newlines(text),
@@ -438,8 +434,8 @@ impl SharedHighlighter {
     }
 
     /// Takes the next piece of output, holding `newlines` newlines.
-    pub fn write_counted(&self, text: &str, newlines: u64) {
-        self.lock().write_counted(text, newlines);
+    pub fn write(&self, text: &str, newlines: u64) {
+        self.lock().write(text, newlines);
     }
 
     /// Ends the stream.
@@ -468,7 +464,7 @@ mod tests {
 
     fn feed(h: &mut Highlighter, chunks: &[&str]) {
         for chunk in chunks {
-            h.write(chunk);
+            h.write(chunk, count_newlines(chunk));
         }
         h.finish();
     }

@@ -265,16 +265,10 @@ impl SpillFile {
         self.scanner = scanner;
     }
 
-    /// Appends `text`; after the first failure, or once closed, it is dropped (but still
-    /// scanned).
-    pub fn write(&mut self, text: &str) {
-        if !self.unwanted() {
-            self.write_counted(text, count_newlines(text));
-        }
-    }
-
-    /// [`SpillFile::write`] for a caller that knows how many newlines `text` holds.
-    pub fn write_counted(&mut self, text: &str, newlines: u64) {
+    /// Appends `text`, which holds `newlines` newlines (the scanner needs the count, and the
+    /// capture has it); after the first failure, or once closed, the text is dropped (but
+    /// still scanned).
+    pub fn write(&mut self, text: &str, newlines: u64) {
         if self.unwanted() {
             return;
         }
@@ -289,15 +283,16 @@ impl SpillFile {
     /// Appends the first `keep` bytes of `text` (a char boundary) and closes the file: it has
     /// reached its cap, and it takes no more (the rest of `text`, and what comes later, is
     /// only scanned).
-    pub fn write_and_close(&mut self, text: &str, keep: usize) {
+    pub fn write_and_close(&mut self, text: &str, keep: usize, newlines: u64) {
         if self.closed {
-            return self.write(text);
+            return self.write(text, newlines);
         }
         let (kept, rest) = text.split_at(keep);
-        self.write(kept);
+        let kept_newlines = count_newlines(kept);
+        self.write(kept, kept_newlines);
         self.send_batch();
         self.closed = true;
-        self.write(rest);
+        self.write(rest, newlines - kept_newlines);
     }
 
     /// Appends `text`, which holds `newlines` newlines, handing the buffer itself to the
@@ -305,7 +300,7 @@ impl SpillFile {
     /// buffer for the caller to reuse.
     pub fn write_owned(&mut self, mut text: String, newlines: u64) -> String {
         if self.unwanted() || !self.batch.is_empty() || text.len() < BATCH_BYTES / 4 {
-            self.write_counted(&text, newlines);
+            self.write(&text, newlines);
             text.clear();
             return text;
         }
@@ -359,7 +354,7 @@ impl SpillFile {
             }
             None => {
                 if let Some(scanner) = scanner {
-                    scanner.write_counted(&text, newlines);
+                    scanner.write(&text, newlines);
                 }
             }
         }
@@ -425,7 +420,7 @@ fn write_batches(
             _ => None,
         };
         if let Some(scanner) = scanner {
-            scanner.write_counted(&text, newlines);
+            scanner.write(&text, newlines);
         }
         let (lock, wake) = shared;
         let mut progress = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -464,7 +459,7 @@ mod tests {
         assert_eq!(mode(&root), 0o700);
         assert_eq!(mode(&dir.spills_dir()), 0o700);
         let mut spill = dir.create_spill().unwrap();
-        spill.write("hello\n");
+        spill.write("hello\n", 1);
         spill.flush();
         assert_eq!(mode(spill.path()), 0o600);
         assert_eq!(fs::read(spill.path()).unwrap(), b"hello\n");
@@ -483,7 +478,7 @@ mod tests {
             let small = char::from(b'a' + i % 26)
                 .to_string()
                 .repeat(1000 + usize::from(i));
-            spill.write(&small);
+            spill.write(&small, 0);
             expected.push_str(&small);
             buf.extend(std::iter::repeat_n(
                 char::from(b'0' + i % 10),
