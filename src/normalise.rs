@@ -378,6 +378,9 @@ impl Terminal {
 /// text up to `copied` is in `out`, and the rest waits to be copied in one go, so `\n` lines
 /// cost no copy of their own and a `\r\n` line only the copy that drops its `\r`. Returns
 /// where the first other line (or the text's end) is.
+///
+/// Runs of whole blocks of plain lines go through [`scan::plain_line_blocks`] when the CPU
+/// can; the lines around a block it gives up on are walked stop by stop.
 fn plain_lines(
     text: &str,
     stops: &mut Stops,
@@ -386,7 +389,13 @@ fn plain_lines(
     out: &mut String,
 ) -> usize {
     let bytes = text.as_bytes();
+    let mut blocks_from = i;
     loop {
+        if i >= blocks_from {
+            out.push_str(&text[*copied..i]);
+            (i, blocks_from) = scan::plain_line_blocks(text, i, out);
+            *copied = i;
+        }
         let end = stops.plain_end(i);
         match bytes.get(end..end + 2) {
             Some([b'\n', _]) => i = end + 1,
@@ -1106,6 +1115,27 @@ mod tests {
         prop::collection::vec(piece(), 0..40).prop_map(|pieces| pieces.concat())
     }
 
+    /// Log-like input: lines long enough to fill the fast path's 64-byte blocks, mostly plain,
+    /// some with a piece that needs the terminal model, ended in `\r\n`, `\n` or `\r`.
+    fn log() -> impl Strategy<Value = Vec<u8>> {
+        let line = (
+            "[ -~\t\u{e9}]{0,150}",
+            prop::option::weighted(0.2, piece()),
+            "[ -~]{0,20}",
+            prop::sample::select(vec!["\r\n", "\r\n", "\n", "\r", ""]),
+        )
+            .prop_map(|(text, piece, more, end)| {
+                [
+                    text.as_bytes(),
+                    &piece.unwrap_or_default(),
+                    more.as_bytes(),
+                    end.as_bytes(),
+                ]
+                .concat()
+            });
+        prop::collection::vec(line, 0..60).prop_map(|lines| lines.concat())
+    }
+
     proptest! {
         #[test]
         fn chunking_does_not_change_output(
@@ -1114,6 +1144,24 @@ mod tests {
         ) {
             let opts = NormaliseOptions::default();
             prop_assert_eq!(chunked(&input, &cuts, opts), normalise(&input, opts));
+        }
+
+        /// A byte at a time, no text is long enough for the fast paths: they must agree with
+        /// the terminal model.
+        #[test]
+        fn fast_paths_agree_with_byte_at_a_time(
+            input in log(),
+            cuts in prop::collection::vec(any::<usize>(), 0..4),
+        ) {
+            let opts = NormaliseOptions::default();
+            let mut n = Normaliser::new(opts);
+            let mut slow = String::new();
+            for byte in &input {
+                n.feed(std::slice::from_ref(byte), &mut slow);
+            }
+            n.finish(&mut slow);
+            prop_assert_eq!(&normalise(&input, opts), &slow);
+            prop_assert_eq!(&chunked(&input, &cuts, opts), &slow);
         }
 
         #[test]

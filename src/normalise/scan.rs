@@ -9,8 +9,11 @@
 
 /// Bytes classified per mask.
 const BLOCK: usize = 64;
-/// Blocks classified in one go (8 KiB of text).
+/// Most blocks classified in one go (8 KiB of text).
 const WINDOW: usize = 128;
+/// Blocks classified after a jump; each further window of the walk doubles, up to [`WINDOW`],
+/// so a walk that soon ends again classifies little it does not use.
+const JUMP_WINDOW: usize = 2;
 
 /// Walks the stops of one text: the bytes at which a run of plain text ends. Meant to be
 /// asked forwards through the text (a position behind the window is classified again).
@@ -58,7 +61,8 @@ impl<'a> Stops<'a> {
             if from >= self.bytes.len() {
                 return self.bytes.len();
             }
-            self.classify(from / BLOCK);
+            // A jump (past blocks [`plain_line_blocks`] took): the walk may soon end again.
+            self.classify(from / BLOCK, JUMP_WINDOW);
             j = 0;
         }
         let mut mask = self.masks[j] & (u64::MAX << (from % BLOCK));
@@ -69,7 +73,7 @@ impl<'a> Stops<'a> {
                 if block * BLOCK >= self.bytes.len() {
                     return self.bytes.len();
                 }
-                self.classify(block);
+                self.classify(block, (2 * self.len).min(WINDOW));
                 j = 0;
             }
             mask = self.masks[j];
@@ -77,21 +81,110 @@ impl<'a> Stops<'a> {
         (self.first + j) * BLOCK + mask.trailing_zeros() as usize
     }
 
-    /// Fills `masks` from block `first` (which starts inside the text) on; a short last block
-    /// is padded with spaces, which never stop.
-    fn classify(&mut self, first: usize) {
+    /// Fills up to `count` of `masks` from block `first` (which starts inside the text) on; a
+    /// short last block is padded with spaces, which never stop.
+    fn classify(&mut self, first: usize, count: usize) {
         let (blocks, rest) = self.bytes[first * BLOCK..].as_chunks::<BLOCK>();
-        let whole = blocks.len().min(WINDOW);
+        let whole = blocks.len().min(count);
         classify_blocks(&blocks[..whole], &mut self.masks[..whole]);
         self.first = first;
         self.len = whole;
-        if whole < WINDOW && !rest.is_empty() {
+        if whole < count && !rest.is_empty() {
             let mut padded = [b' '; BLOCK];
             padded[..rest.len()].copy_from_slice(rest);
             classify_blocks(&[padded], &mut self.masks[whole..=whole]);
             self.len += 1;
         }
     }
+}
+
+/// Copies the complete plain lines of `text` from `start` (a line start) to `out`, a 64-byte
+/// block at a time, each `\r\n` becoming `\n`: on a CPU with AVX-512 (VBMI2) a block of plain
+/// lines costs a few instructions whatever its line count, where walking stops costs some per
+/// line. Plain means what [`Stops`] passes, less `C2` (rare: it goes the slow way).
+///
+/// Returns `(done, stuck)`: the end of the last line copied (`start` when none), and where
+/// the pass gave up, the end of the first block it could not take (a byte for the terminal
+/// model, or too little text left); `usize::MAX` when the CPU cannot do this, so the caller
+/// stops asking.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn plain_line_blocks(text: &str, start: usize, out: &mut String) -> (usize, usize) {
+    use std::arch::is_x86_feature_detected as has;
+    if has!("avx512bw") && has!("avx512vbmi2") && has!("popcnt") && has!("lzcnt") {
+        // SAFETY: the CPU has these features, checked just above; `out` keeps valid UTF-8,
+        // as `plain_line_blocks_avx512` only ever makes it longer by whole lines of `text`,
+        // less some `\r` bytes (ASCII, so never part of a longer char).
+        unsafe { plain_line_blocks_avx512(text.as_bytes(), start, out.as_mut_vec()) }
+    } else {
+        (start, usize::MAX)
+    }
+}
+
+/// See the x86-64 version: other CPUs take the stops' way.
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) fn plain_line_blocks(_: &str, start: usize, _: &mut String) -> (usize, usize) {
+    (start, usize::MAX)
+}
+
+/// [`plain_line_blocks`] over bytes: compresses each block's kept bytes (all but the `\r` of
+/// each `\r\n`) into `out`'s spare room, and only lengthens `out` up to the last `\n` taken.
+///
+/// # Safety
+/// The CPU must have AVX-512 BW and VBMI2, POPCNT and LZCNT.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw,avx512vbmi2,popcnt,lzcnt")]
+unsafe fn plain_line_blocks_avx512(
+    bytes: &[u8],
+    start: usize,
+    out: &mut Vec<u8>,
+) -> (usize, usize) {
+    use std::arch::x86_64::{
+        _mm512_cmpeq_epi8_mask, _mm512_cmplt_epu8_mask, _mm512_loadu_si512,
+        _mm512_maskz_compress_epi8, _mm512_set1_epi8, _mm512_storeu_si512,
+    };
+    let blocks = (bytes.len() - start) / BLOCK;
+    out.reserve(blocks * BLOCK);
+    let base = out.len();
+    let room = out.spare_capacity_mut().as_mut_ptr().cast::<u8>();
+    // `written` bytes are in `room`; the first `done_out` of them are `bytes[start..done]`.
+    let (mut written, mut done, mut done_out) = (0, start, 0);
+    let mut pos = start;
+    let stuck = loop {
+        if pos + BLOCK > bytes.len() {
+            break pos + BLOCK;
+        }
+        // SAFETY: `bytes[pos..pos + BLOCK]` is in bounds (checked above); `loadu` needs no
+        // alignment.
+        let v = unsafe { _mm512_loadu_si512(bytes.as_ptr().add(pos).cast()) };
+        let is = |b: u8| _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b as i8));
+        let (lf, cr) = (is(b'\n'), is(b'\r'));
+        let lf_next = u64::from(bytes.get(pos + BLOCK) == Some(&b'\n')) << 63;
+        let crlf = cr & (lf >> 1 | lf_next);
+        let c0 = _mm512_cmplt_epu8_mask(v, _mm512_set1_epi8(0x20)) & !is(b'\t');
+        if c0 & !lf & !crlf | is(0x7F) | is(0xC2) != 0 {
+            break pos + BLOCK;
+        }
+        let keep = !crlf;
+        // SAFETY: at most `written + BLOCK <= blocks * BLOCK` bytes into `room`, which has
+        // that many (reserved above); `storeu` needs no alignment.
+        unsafe {
+            _mm512_storeu_si512(
+                room.add(written).cast(),
+                _mm512_maskz_compress_epi8(keep, v),
+            );
+        }
+        if lf != 0 {
+            let last = 63 - lf.leading_zeros();
+            done = pos + last as usize + 1;
+            done_out = written + (keep & u64::MAX >> (63 - last)).count_ones() as usize;
+        }
+        written += keep.count_ones() as usize;
+        pos += BLOCK;
+    };
+    // SAFETY: the first `done_out` bytes of `room` were written above (and `base + done_out`
+    // is within the capacity reserved).
+    unsafe { out.set_len(base + done_out) };
+    (done, stuck)
 }
 
 /// Sets `masks[j]` to the stops of `blocks[j]`, with the widest vectors the CPU has.
@@ -210,7 +303,52 @@ mod tests {
         assert_eq!(ends, [10, 13, 15, 17, 18]);
     }
 
+    /// Runs [`plain_line_blocks`] from `start` and checks what it did: it copied whole plain
+    /// lines only, `\r\n` as `\n`, up to `done`, and gave up past it. Returns `done`.
+    fn check_blocks(text: &str, start: usize) -> Result<usize, TestCaseError> {
+        let mut out = String::from("before");
+        let (done, stuck) = plain_line_blocks(text, start, &mut out);
+        let taken = &text[start..done];
+        prop_assert!(done == start || taken.ends_with('\n'));
+        prop_assert!(stuck > done);
+        prop_assert_eq!(out, format!("before{}", taken.replace("\r\n", "\n")));
+        let lone_cr = taken.replace("\r\n", "").contains('\r');
+        prop_assert!(
+            !lone_cr
+                && !taken.contains(|c: char| c.is_control() && c != '\t' && c != '\r' && c != '\n')
+        );
+        Ok(done)
+    }
+
+    #[test]
+    fn blocks_of_plain_lines_are_taken_whole() {
+        let text = "a line of plain text, tab\there, \u{e9}, ended by CR LF\r\n".repeat(100);
+        let mut out = String::new();
+        let (done, _) = plain_line_blocks(&text, 0, &mut out);
+        if done == 0 {
+            return; // this CPU cannot: the stops' walk does it all
+        }
+        // The last block is cut short and its line left for the walk.
+        assert!(done > text.len() - 128 && text[..done].ends_with('\n'));
+        assert_eq!(out, text[..done].replace("\r\n", "\n"));
+    }
+
     proptest! {
+        #[test]
+        fn block_pass_copies_whole_plain_lines_only(
+            lines in prop::collection::vec(
+                ("[ -~\t\u{e9}]{0,120}", "(\r\n|\n|\r|\x1b|\x7f|\u{85}|\u{a0}|\x08|){0,1}\n?"),
+                0..40,
+            ),
+            start in 0usize..200,
+        ) {
+            let text: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
+            let start = text.floor_char_boundary(start.min(text.len()));
+            let start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+            let done = check_blocks(&text, start)?;
+            check_blocks(&text, done)?;
+        }
+
         #[test]
         fn masks_follow_the_byte_rule(block in proptest::array::uniform32(any::<u8>()),
                                       more in proptest::array::uniform32(any::<u8>())) {
