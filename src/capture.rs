@@ -174,16 +174,22 @@ impl Capture {
 
     /// Takes the next piece of normalised output.
     pub fn write(&mut self, text: &str) {
-        if let Some((file, keep, newlines)) = self.record(text) {
+        if let Some((file, keep, newlines)) = self.record(text, count_newlines(text)) {
             spill_part(file, text, keep, newlines);
         }
     }
 
-    /// Like [`Capture::write`], but moves `text`'s buffer to the spill writer instead of
-    /// copying it, and leaves `text` empty for reuse: the hot loop's way in.
-    pub fn write_owned(&mut self, text: &mut String) {
+    /// Like [`Capture::write`], but takes `text`'s newline count from the caller (a
+    /// normaliser has it), moves its buffer to the spill writer instead of copying it, and
+    /// leaves `text` empty for reuse: the hot loop's way in.
+    pub fn write_owned(&mut self, text: &mut String, newlines: u64) {
+        debug_assert_eq!(
+            newlines,
+            count_newlines(text),
+            "the caller's count is wrong"
+        );
         let owned = std::mem::take(text);
-        let mut spare = match self.record(&owned) {
+        let mut spare = match self.record(&owned, newlines) {
             Some((file, keep, newlines)) if keep == owned.len() => {
                 file.write_owned(owned, newlines)
             }
@@ -197,20 +203,20 @@ impl Capture {
         *text = spare;
     }
 
-    /// Counts and keeps what the preview needs of `text`; returns the spill file it must go
-    /// to, if one is open, with how many of its bytes the file takes, and the newlines in it.
-    fn record(&mut self, text: &str) -> Option<(&mut SpillFile, usize, u64)> {
+    /// Counts and keeps what the preview needs of `text`, which holds `newlines` newlines;
+    /// returns the spill file it must go to, if one is open, with how many of its bytes the
+    /// file takes, and the newlines in it.
+    fn record(&mut self, text: &str, newlines: u64) -> Option<(&mut SpillFile, usize, u64)> {
         let bytes = text.as_bytes();
         if bytes.is_empty() {
             return None;
         }
         let lines_before = self.newlines;
-        self.count_lines(bytes);
+        self.count_lines(bytes, newlines);
         self.total_bytes += bytes.len() as u64;
         self.open_pending_spill();
         self.keep_head(bytes);
         self.keep_tail(bytes);
-        let newlines = self.newlines - lines_before;
         if !matches!(self.spill, Spill::Open(_)) {
             if let Some((_, highlighter)) = &self.highlighter {
                 highlighter.write(text, newlines);
@@ -323,7 +329,7 @@ impl Capture {
         self.newlines + u64::from(self.open_line_bytes > 0)
     }
 
-    fn count_lines(&mut self, bytes: &[u8]) {
+    fn count_lines(&mut self, bytes: &[u8], newlines: u64) {
         let Some(last) = memchr::memrchr(b'\n', bytes) else {
             self.open_line_bytes += bytes.len() as u64;
             return;
@@ -333,7 +339,7 @@ impl Capture {
         {
             self.first_line_bytes = Some(self.open_line_bytes + first as u64);
         }
-        self.newlines += memchr::memchr_iter(b'\n', bytes).count() as u64;
+        self.newlines += newlines;
         self.last_ended_line_bytes = match memchr::memrchr(b'\n', &bytes[..last]) {
             Some(prev) => (last - prev - 1) as u64,
             None => self.open_line_bytes + last as u64,
@@ -564,7 +570,7 @@ mod tests {
         let mut c = Capture::new(Limits::new(2, 100).unwrap(), policy(dir)).with_spill_cap(cap);
         for chunk in chunks {
             let mut owned = chunk.to_string();
-            c.write_owned(&mut owned);
+            c.write_owned(&mut owned, count_newlines(chunk));
         }
         c.finish();
         let spill = std::fs::read_to_string(c.view().spill_path.unwrap()).unwrap();

@@ -496,11 +496,11 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e).context("reading standard input"),
         };
-        normaliser.feed(&buf[..n], &mut text);
-        capture.write_owned(&mut text);
+        let newlines = normaliser.feed(&buf[..n], &mut text);
+        capture.write_owned(&mut text, newlines);
     }
     normaliser.finish(&mut text);
-    capture.write(&text);
+    capture.write_owned(&mut text, 0); // the pending line has no newline
     capture.finish();
     let max_tokens = args
         .max_tokens

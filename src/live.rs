@@ -52,11 +52,14 @@ impl Pipeline {
     /// Normalises `chunk` into the capture, or with `None` the end of the output (the line
     /// still pending).
     fn take(&mut self, chunk: Option<&[u8]>) {
-        match chunk {
+        let newlines = match chunk {
             Some(chunk) => self.normaliser.feed(chunk, &mut self.text),
-            None => self.normaliser.finish(&mut self.text),
-        }
-        self.capture.write_owned(&mut self.text);
+            None => {
+                self.normaliser.finish(&mut self.text);
+                0 // the pending line has no newline
+            }
+        };
+        self.capture.write_owned(&mut self.text, newlines);
     }
 }
 

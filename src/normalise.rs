@@ -82,10 +82,14 @@ impl Normaliser {
         }
     }
 
-    /// Feeds raw bytes; appends committed text to `out`.
-    pub fn feed(&mut self, input: &[u8], out: &mut String) {
+    /// Feeds raw bytes; appends committed text to `out`. Returns the newlines appended: a
+    /// capture needs the count, and the normaliser knows each line it ends (counting them in
+    /// `out` again would cost a pass over it).
+    pub fn feed(&mut self, input: &[u8], out: &mut String) -> u64 {
         let Normaliser { raw, utf8, term } = self;
+        let before = term.line.ended;
         utf8.feed(input, |text| emit(*raw, term, text, out));
+        term.line.ended - before
     }
 
     /// Ends the stream: flushes held bytes and the pending line (no newline added).
@@ -126,6 +130,7 @@ pub fn normalise(input: &[u8], opts: NormaliseOptions) -> String {
 fn emit(raw: bool, term: &mut Terminal, text: &str, out: &mut String) {
     if raw {
         out.push_str(text);
+        term.line.ended += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
     } else {
         term.process(text, out);
     }
@@ -277,7 +282,7 @@ impl Terminal {
         let mut copied = start;
         while i < bytes.len() {
             if self.line.is_pristine() {
-                i = plain_lines(text, stops, i, &mut copied, out);
+                i = plain_lines(text, stops, i, &mut copied, out, &mut self.line.ended);
                 if i == bytes.len() {
                     break;
                 }
@@ -379,6 +384,10 @@ impl Terminal {
 /// cost no copy of their own and a `\r\n` line only the copy that drops its `\r`. Returns
 /// where the first other line (or the text's end) is.
 ///
+/// A plain line may hold escapes that change nothing ([`inert_csi_len`]: colours, mostly):
+/// its text around them is copied as it comes, and taken back out of `out` if the line turns
+/// out not to be plain (a `\r` redraw, say), for the line model to draw.
+///
 /// Runs of whole blocks of plain lines go through [`scan::plain_line_blocks`] when the CPU
 /// can; the lines around a block it gives up on are walked stop by stop.
 fn plain_lines(
@@ -387,16 +396,29 @@ fn plain_lines(
     mut i: usize,
     copied: &mut usize,
     out: &mut String,
+    ended: &mut u64,
 ) -> usize {
     let bytes = text.as_bytes();
     let mut blocks_from = i;
     loop {
         if i >= blocks_from {
             out.push_str(&text[*copied..i]);
-            (i, blocks_from) = scan::plain_line_blocks(text, i, out);
+            let blocks = scan::plain_line_blocks(text, i, out);
+            *ended += blocks.lines;
+            (i, blocks_from) = (blocks.done, blocks.stuck);
             *copied = i;
         }
-        let end = stops.plain_end(i);
+        // `out`'s length once the text up to this line is in it (`copied <= i` here).
+        let line_start_out = out.len() + (i - *copied);
+        let mut end = stops.plain_end(i);
+        while bytes.get(end) == Some(&ESC) {
+            let Some(len) = inert_csi_len(&bytes[end..]) else {
+                break;
+            };
+            out.push_str(&text[*copied..end]);
+            *copied = end + len;
+            end = stops.plain_end(end + len);
+        }
         match bytes.get(end..end + 2) {
             Some([b'\n', _]) => i = end + 1,
             Some([b'\r', b'\n']) => {
@@ -404,9 +426,19 @@ fn plain_lines(
                 *copied = end + 1;
                 i = end + 2;
             }
-            None if bytes.get(end) == Some(&b'\n') => return end + 1,
-            _ => return i,
+            None if bytes.get(end) == Some(&b'\n') => {
+                *ended += 1;
+                return end + 1;
+            }
+            _ => {
+                if *copied > i {
+                    out.truncate(line_start_out);
+                    *copied = i;
+                }
+                return i;
+            }
         }
+        *ended += 1;
     }
 }
 
@@ -509,6 +541,9 @@ struct Line {
     ascii: bool,
     saved: usize,
     cap: usize,
+    /// Lines ended in the output so far: by a `\n` here, or passed by the fast path (or, in
+    /// raw mode, copied) without this line's help.
+    ended: u64,
 }
 
 impl Line {
@@ -521,6 +556,7 @@ impl Line {
             ascii: true,
             saved: 0,
             cap,
+            ended: 0,
         }
     }
 
@@ -535,6 +571,7 @@ impl Line {
             b'\n' => {
                 self.flush(out);
                 out.push('\n');
+                self.ended += 1;
             }
             b'\r' => self.seek(0),
             0x08 => self.seek(self.col.saturating_sub(1)),
@@ -802,19 +839,24 @@ mod tests {
         normalise(input, opts)
     }
 
-    /// Normalises `input` fed in pieces cut at `cuts`.
+    /// Normalises `input` fed in pieces cut at `cuts`; checks the newline counts returned.
     fn chunked(input: &[u8], cuts: &[usize], opts: NormaliseOptions) -> String {
         let mut n = Normaliser::new(opts);
         let mut out = String::new();
         let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
         bounds.sort_unstable();
         bounds.push(input.len());
-        let mut start = 0;
+        let (mut start, mut newlines) = (0, 0);
         for end in bounds {
-            n.feed(&input[start..end], &mut out);
+            newlines += n.feed(&input[start..end], &mut out);
             start = end;
         }
         n.finish(&mut out);
+        assert_eq!(
+            newlines,
+            out.matches('\n').count() as u64,
+            "newlines counted"
+        );
         out
     }
 

@@ -98,17 +98,34 @@ impl<'a> Stops<'a> {
     }
 }
 
+/// What [`plain_line_blocks`] did.
+pub(super) struct Blocks {
+    /// The end of the last line copied (where the pass started when none).
+    pub done: usize,
+    /// Where the pass gave up: the end of the first block it could not take (a byte for the
+    /// terminal model, or too little text left); `usize::MAX` when the CPU cannot do this, so
+    /// the caller stops asking.
+    pub stuck: usize,
+    /// The lines copied.
+    pub lines: u64,
+}
+
+impl Blocks {
+    fn none(start: usize) -> Blocks {
+        Blocks {
+            done: start,
+            stuck: usize::MAX,
+            lines: 0,
+        }
+    }
+}
+
 /// Copies the complete plain lines of `text` from `start` (a line start) to `out`, a 64-byte
 /// block at a time, each `\r\n` becoming `\n`: on a CPU with AVX-512 (VBMI2) a block of plain
 /// lines costs a few instructions whatever its line count, where walking stops costs some per
 /// line. Plain means what [`Stops`] passes, less `C2` (rare: it goes the slow way).
-///
-/// Returns `(done, stuck)`: the end of the last line copied (`start` when none), and where
-/// the pass gave up, the end of the first block it could not take (a byte for the terminal
-/// model, or too little text left); `usize::MAX` when the CPU cannot do this, so the caller
-/// stops asking.
 #[cfg(target_arch = "x86_64")]
-pub(super) fn plain_line_blocks(text: &str, start: usize, out: &mut String) -> (usize, usize) {
+pub(super) fn plain_line_blocks(text: &str, start: usize, out: &mut String) -> Blocks {
     use std::arch::is_x86_feature_detected as has;
     if has!("avx512bw") && has!("avx512vbmi2") && has!("popcnt") && has!("lzcnt") {
         // SAFETY: the CPU has these features, checked just above; `out` keeps valid UTF-8,
@@ -116,14 +133,14 @@ pub(super) fn plain_line_blocks(text: &str, start: usize, out: &mut String) -> (
         // less some `\r` bytes (ASCII, so never part of a longer char).
         unsafe { plain_line_blocks_avx512(text.as_bytes(), start, out.as_mut_vec()) }
     } else {
-        (start, usize::MAX)
+        Blocks::none(start)
     }
 }
 
 /// See the x86-64 version: other CPUs take the stops' way.
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) fn plain_line_blocks(_: &str, start: usize, _: &mut String) -> (usize, usize) {
-    (start, usize::MAX)
+pub(super) fn plain_line_blocks(_: &str, start: usize, _: &mut String) -> Blocks {
+    Blocks::none(start)
 }
 
 /// [`plain_line_blocks`] over bytes: compresses each block's kept bytes (all but the `\r` of
@@ -133,11 +150,7 @@ pub(super) fn plain_line_blocks(_: &str, start: usize, _: &mut String) -> (usize
 /// The CPU must have AVX-512 BW and VBMI2, POPCNT and LZCNT.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512bw,avx512vbmi2,popcnt,lzcnt")]
-unsafe fn plain_line_blocks_avx512(
-    bytes: &[u8],
-    start: usize,
-    out: &mut Vec<u8>,
-) -> (usize, usize) {
+unsafe fn plain_line_blocks_avx512(bytes: &[u8], start: usize, out: &mut Vec<u8>) -> Blocks {
     use std::arch::x86_64::{
         _mm512_cmpeq_epi8_mask, _mm512_cmplt_epu8_mask, _mm512_loadu_si512,
         _mm512_maskz_compress_epi8, _mm512_set1_epi8, _mm512_storeu_si512,
@@ -147,7 +160,7 @@ unsafe fn plain_line_blocks_avx512(
     let base = out.len();
     let room = out.spare_capacity_mut().as_mut_ptr().cast::<u8>();
     // `written` bytes are in `room`; the first `done_out` of them are `bytes[start..done]`.
-    let (mut written, mut done, mut done_out) = (0, start, 0);
+    let (mut written, mut done, mut done_out, mut lines) = (0, start, 0, 0);
     let mut pos = start;
     let stuck = loop {
         if pos + BLOCK > bytes.len() {
@@ -174,6 +187,7 @@ unsafe fn plain_line_blocks_avx512(
             );
         }
         if lf != 0 {
+            lines += u64::from(lf.count_ones());
             let last = 63 - lf.leading_zeros();
             done = pos + last as usize + 1;
             done_out = written + (keep & u64::MAX >> (63 - last)).count_ones() as usize;
@@ -184,7 +198,7 @@ unsafe fn plain_line_blocks_avx512(
     // SAFETY: the first `done_out` bytes of `room` were written above (and `base + done_out`
     // is within the capacity reserved).
     unsafe { out.set_len(base + done_out) };
-    (done, stuck)
+    Blocks { done, stuck, lines }
 }
 
 /// Sets `masks[j]` to the stops of `blocks[j]`, with the widest vectors the CPU has.
@@ -307,10 +321,11 @@ mod tests {
     /// lines only, `\r\n` as `\n`, up to `done`, and gave up past it. Returns `done`.
     fn check_blocks(text: &str, start: usize) -> Result<usize, TestCaseError> {
         let mut out = String::from("before");
-        let (done, stuck) = plain_line_blocks(text, start, &mut out);
+        let Blocks { done, stuck, lines } = plain_line_blocks(text, start, &mut out);
         let taken = &text[start..done];
         prop_assert!(done == start || taken.ends_with('\n'));
         prop_assert!(stuck > done);
+        prop_assert_eq!(lines, taken.matches('\n').count() as u64);
         prop_assert_eq!(out, format!("before{}", taken.replace("\r\n", "\n")));
         let lone_cr = taken.replace("\r\n", "").contains('\r');
         prop_assert!(
@@ -324,7 +339,7 @@ mod tests {
     fn blocks_of_plain_lines_are_taken_whole() {
         let text = "a line of plain text, tab\there, \u{e9}, ended by CR LF\r\n".repeat(100);
         let mut out = String::new();
-        let (done, _) = plain_line_blocks(&text, 0, &mut out);
+        let done = plain_line_blocks(&text, 0, &mut out).done;
         if done == 0 {
             return; // this CPU cannot: the stops' walk does it all
         }
