@@ -149,7 +149,8 @@ impl Utf8Repair {
     fn feed(&mut self, input: &[u8], mut sink: impl FnMut(&str)) {
         let mut rest = self.complete_held(input, &mut sink);
         loop {
-            let error = match std::str::from_utf8(rest) {
+            // SIMD validation: every byte of output passes here, and std's check costs twice.
+            let error = match simdutf8::compat::from_utf8(rest) {
                 Ok(text) => {
                     if !text.is_empty() {
                         sink(text);
@@ -161,7 +162,7 @@ impl Utf8Repair {
             let (head, tail) = rest.split_at(error.valid_up_to());
             // `head` was just found valid: checking it again is cheap next to `Utf8Chunks`
             // (byte at a time) and needs no `unsafe`.
-            let head = std::str::from_utf8(head).unwrap_or_default();
+            let head = simdutf8::basic::from_utf8(head).unwrap_or_default();
             if !head.is_empty() {
                 sink(head);
             }
