@@ -1189,8 +1189,8 @@ mod tests {
             prop_assert_eq!(chunked(&input, &cuts, opts), normalise(&input, opts));
         }
 
-        /// A byte at a time, no text is long enough for the fast paths: they must agree with
-        /// the terminal model.
+        /// Fed a byte at a time, no text holds a whole line, let alone a 64-byte block: the
+        /// fast paths must agree with the line model.
         #[test]
         fn fast_paths_agree_with_byte_at_a_time(
             input in log(),
