@@ -11,7 +11,8 @@
 
 use std::path::Path;
 
-use crate::highlight::{Findings, Patterns, SharedHighlighter, count_newlines};
+use crate::highlight::{Findings, Patterns, SharedHighlighter};
+use crate::normalise::count_newlines;
 use crate::spill::{DataDir, SpillFile};
 
 /// Default preview line limit.

@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use regex::{Regex, RegexBuilder, RegexSet};
 
+use crate::normalise::count_newlines;
+
 /// Candidates kept at each end of the output.
 pub const KEEP: usize = 16;
 /// A line longer than this is not kept as a highlight (it could not be shown whole).
@@ -408,11 +410,6 @@ impl Highlighter {
             candidate.context = Some(line.to_string());
         }
     }
-}
-
-/// How many `\n` `text` holds.
-pub fn count_newlines(text: &str) -> u64 {
-    memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64
 }
 
 /// What a highlighter found: the kept candidates, in output order, and how many there were.

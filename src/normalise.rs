@@ -126,11 +126,16 @@ pub fn normalise(input: &[u8], opts: NormaliseOptions) -> String {
     out
 }
 
+/// How many `\n` `text` holds: the lines it ends, by the rule every stage counts with.
+pub fn count_newlines(text: &str) -> u64 {
+    memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64
+}
+
 /// Hands repaired text to the next stage.
 fn emit(raw: bool, term: &mut Terminal, text: &str, out: &mut String) {
     if raw {
         out.push_str(text);
-        term.line.ended += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
+        term.line.ended += count_newlines(text);
     } else {
         term.process(text, out);
     }

@@ -19,7 +19,8 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
-use crate::highlight::{SharedHighlighter, count_newlines};
+use crate::highlight::SharedHighlighter;
+use crate::normalise::count_newlines;
 
 /// Environment variable naming the data directory.
 pub const DATA_DIR_ENV: &str = "SPILLWAY_DATA_DIR";
