@@ -11,8 +11,10 @@
 
 use std::path::Path;
 
-use crate::highlight::{Findings, Patterns, SharedHighlighter};
+use crate::highlight::{Findings, Patterns};
 use crate::normalise::count_newlines;
+use crate::outline::OutlineView;
+use crate::scanner::SharedScanner;
 use crate::spill::{DataDir, SpillFile};
 
 /// Default preview line limit.
@@ -119,9 +121,11 @@ pub struct Capture {
     spilled: u64,
     /// Set when the spill reached its cap: the first line not wholly in it.
     capped_at_line: Option<u64>,
-    /// Finds lines that look like errors, for the preview's highlights (None: turned off).
-    /// While a spill file is open its writer thread feeds it; until then, this one does.
-    highlighter: Option<(Patterns, SharedHighlighter)>,
+    /// The patterns of the highlights (None: turned off).
+    patterns: Option<Patterns>,
+    /// Finds lines that look like errors and folds the output, for the preview. While a
+    /// spill file is open its writer thread feeds it; until then, this one does.
+    scanner: SharedScanner,
 }
 
 impl Capture {
@@ -146,7 +150,8 @@ impl Capture {
             spill_cap: DEFAULT_MAX_SPILL,
             spilled: 0,
             capped_at_line: None,
-            highlighter: None,
+            patterns: None,
+            scanner: SharedScanner::new(None, limits.max_lines, limits.max_bytes),
         }
         .with_highlights(Some(Patterns::defaults()))
     }
@@ -161,7 +166,12 @@ impl Capture {
     /// Looks for highlights with `patterns` instead of the defaults, or not at all with `None`.
     /// Call before the first write.
     pub fn with_highlights(mut self, patterns: Option<Patterns>) -> Capture {
-        self.highlighter = patterns.map(|p| (p.clone(), SharedHighlighter::new(p)));
+        self.scanner = SharedScanner::new(
+            patterns.clone(),
+            self.limits.max_lines,
+            self.limits.max_bytes,
+        );
+        self.patterns = patterns;
         self.hand_scanning_to_the_spill();
         self
     }
@@ -169,7 +179,7 @@ impl Capture {
     /// Lets the open spill file's writer thread scan for highlights from here on.
     fn hand_scanning_to_the_spill(&mut self) {
         if let Spill::Open(file) = &mut self.spill {
-            file.scan_with(self.highlighter.as_ref().map(|(_, h)| h.clone()));
+            file.scan_with(Some(self.scanner.clone()));
         }
     }
 
@@ -219,9 +229,7 @@ impl Capture {
         self.keep_head(bytes);
         self.keep_tail(bytes);
         if !matches!(self.spill, Spill::Open(_)) {
-            if let Some((_, highlighter)) = &self.highlighter {
-                highlighter.write(text, newlines);
-            }
+            self.scanner.write(text, newlines);
             return None;
         }
         let keep = self.spill_share(bytes, lines_before);
@@ -264,13 +272,12 @@ impl Capture {
         if let Spill::Open(file) = &mut self.spill {
             file.flush();
         }
-        if let Some((_, highlighter)) = &self.highlighter {
-            highlighter.finish();
-        }
+        self.scanner.finish();
     }
 
     /// Lends what the preview needs.
     pub fn view(&self) -> CaptureView<'_> {
+        let (findings, outline) = self.scanner.snapshot();
         let window = self.tail.len().min(self.limits.max_bytes);
         let start = self.tail.len() - window;
         let tail_at_line_start =
@@ -305,12 +312,9 @@ impl Capture {
                 bytes: self.spill_cap,
                 line,
             }),
-            highlights: self.highlighter.as_ref().map(|(patterns, _)| patterns),
-            findings: self
-                .highlighter
-                .as_ref()
-                .map(|(_, h)| h.findings())
-                .unwrap_or_default(),
+            highlights: self.patterns.as_ref(),
+            findings,
+            outline,
         }
     }
 
@@ -448,6 +452,8 @@ pub struct CaptureView<'a> {
     pub highlights: Option<&'a Patterns>,
     /// The lines found to match them so far.
     pub findings: Findings,
+    /// The output folded, its middle dropped once it no longer fits (see [`crate::outline`]).
+    pub outline: OutlineView,
 }
 
 impl CaptureView<'_> {

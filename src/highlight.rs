@@ -10,7 +10,6 @@
 //! `could not compile`), and a preview picks strong ones first.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use regex::{Regex, RegexBuilder, RegexSet};
 
@@ -207,6 +206,8 @@ pub struct Highlighter {
     first: Vec<Candidate>,
     last: VecDeque<Candidate>,
     found: u64,
+    /// Numbers of the candidate lines found since [`Highlighter::take_found_lines`].
+    found_lines: Vec<u64>,
     /// Lines ended so far.
     ended: u64,
 }
@@ -221,6 +222,7 @@ impl Highlighter {
             first: Vec::new(),
             last: VecDeque::new(),
             found: 0,
+            found_lines: Vec::new(),
             ended: 0,
         }
     }
@@ -266,6 +268,12 @@ impl Highlighter {
     /// How many candidates were found in all (not all of them are kept).
     pub fn found(&self) -> u64 {
         self.found
+    }
+
+    /// Moves the numbers of the candidate lines found since the last call into `into`, in
+    /// increasing order (the outline counts the candidates each of its segments covers).
+    pub fn take_found_lines(&mut self, into: &mut Vec<u64>) {
+        into.append(&mut self.found_lines);
     }
 
     /// The kept candidates, in output order.
@@ -373,6 +381,7 @@ impl Highlighter {
 
     fn found_at(&mut self, line: u64, text: &str) {
         self.found += 1;
+        self.found_lines.push(line);
         self.wants_context = false;
         if text.len() > MAX_HIGHLIGHT_BYTES {
             return;
@@ -417,42 +426,6 @@ impl Highlighter {
 pub struct Findings {
     pub candidates: Vec<Candidate>,
     pub found: u64,
-}
-
-/// A [`Highlighter`] shared by a capture and its spill file's writer thread: the thread scans
-/// the text it writes, so the scan overlaps with normalising instead of adding to it. Whoever
-/// holds the text next in output order feeds it, so the highlighter sees it once and in order.
-#[derive(Debug, Clone)]
-pub struct SharedHighlighter(Arc<Mutex<Highlighter>>);
-
-impl SharedHighlighter {
-    pub fn new(patterns: Patterns) -> SharedHighlighter {
-        SharedHighlighter(Arc::new(Mutex::new(Highlighter::new(patterns))))
-    }
-
-    /// Takes the next piece of output, holding `newlines` newlines.
-    pub fn write(&self, text: &str, newlines: u64) {
-        self.lock().write(text, newlines);
-    }
-
-    /// Ends the stream.
-    pub fn finish(&self) {
-        self.lock().finish();
-    }
-
-    /// What was found so far, copied (at most 2 x [`KEEP`] short lines).
-    pub fn findings(&self) -> Findings {
-        let highlighter = self.lock();
-        Findings {
-            candidates: highlighter.candidates().into_iter().cloned().collect(),
-            found: highlighter.found(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Highlighter> {
-        // A panic while scanning leaves nothing half-done that matters: carry on.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::capture::{CaptureView, SpillCap, SpillProblem};
+use crate::outline::{Fold, Segment};
 
 mod pick;
 use pick::{Highlight, choose_highlights};
@@ -215,24 +216,56 @@ fn quote(path: &Path) -> String {
     shlex::try_quote(&text).map_or_else(|_| text.to_string(), |q| q.into_owned())
 }
 
-/// Which lines a preview keeps: `head` lines from the start, `tail` lines from the end, their
-/// byte sizes, or a partial line when not one whole line fits.
+/// What a preview shows: segments of the outline from the start and from the end, a partial
+/// line when not one whole line fits at an end, and highlights from the part between.
 #[derive(Debug, Default)]
 struct Selection {
-    /// Lines the head covers (shown, or folded into a shown line), and their bytes.
-    head: usize,
-    head_bytes: usize,
-    /// The same for the tail.
-    tail: usize,
-    tail_bytes: usize,
-    /// What the head and tail are made of, in output order.
-    head_segments: Vec<Segment>,
-    tail_segments: Vec<Segment>,
-    partial: Option<Partial>,
+    /// Segments shown from the start, in output order.
+    head: Vec<Segment>,
+    /// Segments shown at the end, in output order.
+    tail: Vec<Segment>,
+    /// The start of line 1 when not even it fits the head's budget, and the end of the last
+    /// line when not even it fits the tail's.
+    head_partial: Option<Partial>,
+    tail_partial: Option<Partial>,
     /// Lines from the omitted part that look like errors, in output order.
     highlights: Vec<Highlight>,
     /// The token budget, when one held the text (for the notice).
     max_tokens: Option<usize>,
+}
+
+impl Selection {
+    /// The last line the head covers (0: none).
+    fn head_end(&self) -> u64 {
+        match (&self.head.last(), &self.head_partial) {
+            (Some(seg), _) => seg.last_line(),
+            (None, Some(p)) => p.info.line,
+            (None, None) => 0,
+        }
+    }
+
+    /// The first line the tail covers (`total + 1`: none).
+    fn tail_start(&self, total: u64) -> u64 {
+        let start = self.tail.first().map_or(total + 1, |s| s.first);
+        match &self.tail_partial {
+            Some(p) => start.min(p.info.line),
+            None => start,
+        }
+    }
+
+    /// The partial line the JSON describes: the tail's, else the head's.
+    fn partial(&self) -> Option<&Partial> {
+        self.tail_partial.as_ref().or(self.head_partial.as_ref())
+    }
+
+    /// Whether lines between the head and the tail are left out (not merely folded).
+    fn is_cut(&self, total: u64) -> bool {
+        self.head_end() + 1 < self.tail_start(total)
+    }
+
+    fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.head.iter().chain(self.tail.iter())
+    }
 }
 
 /// Share of each limit the highlights may take, out of the head and tail's budget.
@@ -241,7 +274,7 @@ const HIGHLIGHT_SHARE: usize = 5; // one fifth: 20 %
 /// A short pattern for `grep -E` that lists lines like the highlights.
 pub const HIGHLIGHT_GREP: &str = r"error|FAIL|panic|Exception|Traceback|FATAL|CRITICAL|\*\*\*";
 
-/// Byte range of the partial line's shown part, within the head or tail buffer.
+/// Byte range of a partial line's shown part, within the raw head or tail buffer.
 #[derive(Debug)]
 struct Partial {
     from_head: bool,
@@ -323,27 +356,27 @@ impl Preview {
             };
         }
         let (max_lines, max_bytes) = (limits.max_lines(), limits.max_bytes());
-        let over_limits =
-            view.total_bytes > max_bytes as u64 || view.total_lines > max_lines as u64;
         let (selection, by_tokens) = match max_tokens {
             None => (
                 select_with_highlights(view, direction, max_lines, max_bytes),
                 false,
             ),
-            // Within lines and bytes, only the tokens can have cut it.
-            Some(n) => {
-                let (selection, shrunk) = fit_tokens(view, direction, n);
-                (selection, shrunk || !over_limits)
-            }
+            Some(n) => fit_tokens(view, direction, n),
         };
         let shown = shown_ranges(&selection, view.total_lines);
         let shown_lines: u64 = shown.iter().map(|r| r.last - r.first + 1).sum();
-        let truncated_by = if by_tokens {
-            LimitKind::Tokens
-        } else if shown_lines == limits.max_lines() as u64
-            // Folded runs show fewer lines than the limit: then only the lines were over.
-            || view.total_bytes <= limits.max_bytes() as u64
+        let over_lines = view.total_lines > max_lines as u64;
+        let truncated_by = if by_tokens
+            || (!over_lines && view.total_bytes <= max_bytes as u64 && max_tokens.is_some())
         {
+            LimitKind::Tokens
+        } else if selection.is_cut(view.total_lines) {
+            if shown_lines >= max_lines as u64 || view.total_bytes <= max_bytes as u64 {
+                LimitKind::Lines
+            } else {
+                LimitKind::Bytes
+            }
+        } else if over_lines {
             LimitKind::Lines
         } else {
             LimitKind::Bytes
@@ -357,7 +390,7 @@ impl Preview {
             truncated_by: Some(truncated_by),
             shown,
             omitted_lines: view.total_lines - shown_lines,
-            partial_line: selection.partial.as_ref().map(|p| p.info),
+            partial_line: selection.partial().map(|p| p.info),
             spill_capped: view.spill_capped,
         };
         preview.content = render(view, &selection, &preview, steps, offset);
@@ -389,163 +422,30 @@ fn whole_range(total_lines: u64) -> Vec<LineRange> {
     }
 }
 
-/// Runs of at least this many alike lines are folded into their first line and a marker.
-const FOLD_MIN: usize = 3;
-
-/// A line of the preview, or a run of alike lines folded into its first one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Segment {
-    /// Lines covered.
-    lines: usize,
-    /// Bytes covered, newlines included.
-    bytes: usize,
-    /// Bytes of the line shown (the run's first), newline included.
-    shown_bytes: usize,
-}
-
-/// Letters a line needs before its numbers may differ within a folded run: a counter in a line
-/// of text (`Downloading 45%`) is progress noise, but a line that is mostly its number
-/// (`seq`, `line 12`) carries the number as information.
-const FOLD_MIN_LETTERS: usize = 10;
-
-/// Whether two lines fold together: identical, or the same line of text but for its numbers
-/// (each run of digits counts as one digit).
-fn alike(a: &[u8], b: &[u8]) -> bool {
-    if a == b {
-        return true;
-    }
-    if a.iter().filter(|c| c.is_ascii_alphabetic()).count() < FOLD_MIN_LETTERS {
-        return false;
-    }
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
-            while i < a.len() && a[i].is_ascii_digit() {
-                i += 1;
-            }
-            while j < b.len() && b[j].is_ascii_digit() {
-                j += 1;
-            }
-        } else if a[i] == b[j] {
-            i += 1;
-            j += 1;
-        } else {
-            return false;
-        }
-    }
-    i == a.len() && j == b.len()
-}
-
-/// Groups lines (in output order, each with its newline) into segments, folding runs. Lines
-/// `keep` says look like errors are never folded: two failed test cases may differ only in a
-/// number, and both matter.
-fn fold(lines: &[&[u8]], keep: &dyn Fn(&[u8]) -> bool) -> Vec<Segment> {
-    let mut segments: Vec<Segment> = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let mut end = i + 1;
-        if !keep(lines[i]) {
-            while end < lines.len() && alike(lines[i], lines[end]) {
-                end += 1;
-            }
-        }
-        if end - i >= FOLD_MIN {
-            segments.push(Segment {
-                lines: end - i,
-                bytes: lines[i..end].iter().map(|l| l.len()).sum(),
-                shown_bytes: lines[i].len(),
-            });
-        } else {
-            segments.extend(lines[i..end].iter().map(|l| Segment {
-                lines: 1,
-                bytes: l.len(),
-                shown_bytes: l.len(),
-            }));
-        }
-        i = end;
-    }
-    segments
-}
-
-/// The whole lines at the start of the head buffer, with their newlines, as segments.
-fn head_segments(view: &CaptureView<'_>) -> Vec<Segment> {
-    let mut lines = Vec::new();
-    let mut pos = 0;
-    while pos < view.head.len() {
-        match memchr::memchr(b'\n', &view.head[pos..]) {
-            Some(i) => {
-                lines.push(&view.head[pos..pos + i + 1]);
-                pos += i + 1;
-            }
-            None => {
-                if view.is_whole() {
-                    lines.push(&view.head[pos..]);
-                }
-                break;
-            }
-        }
-    }
-    fold(&lines, &|line| looks_like_error(view, line))
-}
-
-/// Whether highlights would pick `line` up (never, with highlights off).
-fn looks_like_error(view: &CaptureView<'_>, line: &[u8]) -> bool {
-    view.highlights
-        .is_some_and(|p| p.is_match(&String::from_utf8_lossy(line)))
-}
-
-/// The whole lines at the end of the tail buffer as segments, the last one first.
-fn tail_segments(view: &CaptureView<'_>) -> Vec<Segment> {
-    let tail = view.tail;
-    let mut lines = Vec::new();
-    let mut end = tail.len();
-    while end > 0 {
-        let body_end = if tail[end - 1] == b'\n' { end - 1 } else { end };
-        match memchr::memrchr(b'\n', &tail[..body_end]) {
-            Some(nl) => {
-                lines.push(&tail[nl + 1..end]);
-                end = nl + 1;
-            }
-            None => {
-                if view.tail_at_line_start {
-                    lines.push(&tail[..end]);
-                }
-                break;
-            }
-        }
-    }
-    lines.reverse();
-    let mut segments = fold(&lines, &|line| looks_like_error(view, line));
-    segments.reverse();
-    segments
-}
-
-/// What one end takes: segments, and the lines and bytes they cover.
-#[derive(Debug, Default)]
+/// What one end takes: how many segments, and the lines and bytes they show.
+#[derive(Debug, Default, Clone, Copy)]
 struct Taken {
-    segments: Vec<Segment>,
+    count: usize,
     lines: usize,
     bytes: usize,
-    shown_lines: usize,
-    shown_bytes: usize,
 }
 
-/// Greedily takes segments from the front of `segments` while the shown lines and bytes fit
-/// the budget and the lines covered stay within `max_cover`.
-fn take(segments: &[Segment], max_lines: usize, max_bytes: usize, max_cover: usize) -> Taken {
+/// Takes segments in the order `segments` gives them while their shown lines and bytes fit.
+fn take<'a>(
+    segments: impl Iterator<Item = &'a Segment>,
+    max_lines: usize,
+    max_bytes: usize,
+) -> Taken {
     let mut t = Taken::default();
-    for &seg in segments {
-        if t.shown_lines + 1 > max_lines
-            || t.shown_bytes + seg.shown_bytes > max_bytes
-            || t.lines + seg.lines > max_cover
+    for seg in segments {
+        let (lines, bytes) = (seg.shown_lines() as usize, seg.shown_bytes());
+        if t.lines + lines > max_lines || (t.bytes as u64).saturating_add(bytes) > max_bytes as u64
         {
             break;
         }
-        t.segments.push(seg);
-        t.lines += seg.lines;
-        t.bytes += seg.bytes;
-        t.shown_lines += 1;
-        t.shown_bytes += seg.shown_bytes;
+        t.count += 1;
+        t.lines += lines;
+        t.bytes += bytes as usize;
     }
     t
 }
@@ -580,27 +480,32 @@ fn fit_tokens(
 /// The output text a selection shows (markers and notice excluded): what a budget counts.
 fn shown_text(view: &CaptureView<'_>, s: &Selection) -> String {
     let mut text = String::new();
-    if let Some(p) = &s.partial {
-        let buf = if p.from_head { view.head } else { view.tail };
-        text.push_str(&String::from_utf8_lossy(&buf[p.start..p.end]));
-    }
-    let shown_lines = |text: &mut String, buf: &[u8], segments: &[Segment]| {
-        let mut pos = 0;
+    let push_segments = |text: &mut String, segments: &[Segment]| {
         for seg in segments {
-            text.push_str(&String::from_utf8_lossy(&buf[pos..pos + seg.shown_bytes]));
-            pos += seg.bytes;
+            for line in shown_lines_of(seg) {
+                text.push_str(line);
+                text.push('\n');
+            }
         }
     };
-    shown_lines(&mut text, view.head, &s.head_segments);
+    if let Some(p) = &s.head_partial {
+        text.push_str(&String::from_utf8_lossy(&view.head[p.start..p.end]));
+    }
+    push_segments(&mut text, &s.head);
     for h in &s.highlights {
         text.push_str(&h.text);
     }
-    shown_lines(
-        &mut text,
-        &view.tail[view.tail.len() - s.tail_bytes..],
-        &s.tail_segments,
-    );
+    if let Some(p) = &s.tail_partial {
+        text.push_str(&String::from_utf8_lossy(&view.tail[p.start..p.end]));
+    }
+    push_segments(&mut text, &s.tail);
     text
+}
+
+/// The lines a segment shows: its first, and a similar run's last.
+fn shown_lines_of(seg: &Segment) -> impl Iterator<Item = &str> {
+    let last = (seg.fold == Fold::Similar).then_some(seg.last.text.as_str());
+    std::iter::once(seg.head.text.as_str()).chain(last)
 }
 
 /// Selects head and tail lines; when lines are omitted and some of them look like errors,
@@ -612,10 +517,11 @@ fn select_with_highlights(
     max_bytes: usize,
 ) -> Selection {
     let first = select(view, direction, max_lines, max_bytes);
-    if first.partial.is_some() {
+    let total = view.total_lines;
+    if !first.is_cut(total) {
         return first;
     }
-    let omitted = (first.head as u64 + 1)..=(view.total_lines - first.tail as u64);
+    let omitted = (first.head_end() + 1)..=(first.tail_start(total) - 1);
     let chosen = choose_highlights(
         &view.findings,
         &omitted,
@@ -635,10 +541,10 @@ fn select_with_highlights(
         max_lines - lines as usize,
         max_bytes - bytes,
     );
-    if selection.partial.is_some() {
+    if selection.partial().is_some() && first.partial().is_none() {
         return first;
     }
-    let still_omitted = (selection.head as u64 + 1)..=(view.total_lines - selection.tail as u64);
+    let still_omitted = (selection.head_end() + 1)..=(selection.tail_start(total) - 1);
     selection.highlights = chosen
         .into_iter()
         .filter(|h| still_omitted.contains(&h.first) && still_omitted.contains(&h.last))
@@ -646,49 +552,109 @@ fn select_with_highlights(
     selection
 }
 
+/// Chooses the segments each end shows within the budget. The outline has folded the whole
+/// output already, so what is cut here is only what still does not fit.
 fn select(
     view: &CaptureView<'_>,
     direction: Direction,
     max_lines: usize,
     max_bytes: usize,
 ) -> Selection {
-    let total = usize::try_from(view.total_lines).unwrap_or(usize::MAX);
-    let heads = head_segments(view);
-    let tails = tail_segments(view);
+    let outline = &view.outline;
+    // With nothing dropped, both ends draw on one list and must not overlap.
+    let all: Vec<&Segment> = outline.segments().collect();
+    let (front, back): (&[&Segment], &[&Segment]) = if outline.is_complete() {
+        (&all, &all)
+    } else {
+        all.split_at(outline.head.len())
+    };
+    let back_from = |head: &Taken| {
+        if outline.is_complete() {
+            &back[head.count..]
+        } else {
+            back
+        }
+    };
     let (head, tail) = match direction {
-        Direction::Head => (take(&heads, max_lines, max_bytes, total), Taken::default()),
-        Direction::Tail => (Taken::default(), take(&tails, max_lines, max_bytes, total)),
+        Direction::Head => (
+            take(front.iter().copied(), max_lines, max_bytes),
+            Taken::default(),
+        ),
+        Direction::Tail => (
+            Taken::default(),
+            take(back.iter().rev().copied(), max_lines, max_bytes),
+        ),
         Direction::Both => {
             // Each end gets half; then the tail, and after it the head, take what the other
             // left unused, so a few huge lines at one end cannot starve the other.
             let (half_lines, half_bytes) = (max_lines.div_ceil(2), max_bytes / 2);
-            let head = take(&heads, half_lines, half_bytes, total);
+            let head = take(front.iter().copied(), half_lines, half_bytes);
+            // A first line too big for its half is shown in part, in that half.
+            let reserved = if head.count == 0 && view.total_lines > 1 {
+                Taken {
+                    count: 0,
+                    lines: 1,
+                    bytes: half_bytes,
+                }
+            } else {
+                head
+            };
             let tail = take(
-                &tails,
-                max_lines - head.shown_lines,
-                max_bytes - head.shown_bytes,
-                total - head.lines,
+                back_from(&head).iter().rev().copied(),
+                max_lines.saturating_sub(reserved.lines),
+                max_bytes - reserved.bytes,
             );
-            let head = take(
-                &heads,
-                max_lines - tail.shown_lines,
-                max_bytes - tail.shown_bytes,
-                total - tail.lines,
-            );
+            let front_until = if outline.is_complete() {
+                &front[..front.len() - tail.count]
+            } else {
+                front
+            };
+            let head = if tail.count == 0 || head.count == 0 {
+                // An end whose first line alone is too big is shown in part, from its half.
+                head
+            } else {
+                take(
+                    front_until.iter().copied(),
+                    max_lines - tail.lines,
+                    max_bytes - tail.bytes,
+                )
+            };
             (head, tail)
         }
     };
+    let back = back_from(&head);
     let mut s = Selection {
-        head: head.lines,
-        head_bytes: head.bytes,
-        tail: tail.lines,
-        tail_bytes: tail.bytes,
-        head_segments: head.segments,
-        tail_segments: tail.segments.into_iter().rev().collect(),
+        head: front[..head.count].iter().map(|&s| s.clone()).collect(),
+        tail: back[back.len() - tail.count..]
+            .iter()
+            .map(|&s| s.clone())
+            .collect(),
         ..Selection::default()
     };
-    if s.head == 0 && s.tail == 0 {
-        s.partial = Some(partial(view, direction == Direction::Head, max_bytes));
+    let total = view.total_lines;
+    let one_line = total == 1;
+    // A head always starts with the output's first line, a tail ends with its last: whole,
+    // or in part when not even that line fits.
+    let wants_head = direction != Direction::Tail && !(one_line && direction == Direction::Both);
+    let head_budget = match direction {
+        Direction::Head => max_bytes,
+        _ => max_bytes / 2,
+    };
+    if wants_head && head.count == 0 && total > 0 && head_budget > 0 {
+        s.head_partial = Some(partial(view, true, head_budget));
+    }
+    let (head_lines, head_bytes) = match &s.head_partial {
+        Some(p) => (1, p.end - p.start),
+        None => (head.lines, head.bytes),
+    };
+    let tail_budget = max_bytes - head_bytes;
+    if direction != Direction::Head
+        && tail.count == 0
+        && s.head_end() < total
+        && head_lines < max_lines
+        && tail_budget > 0
+    {
+        s.tail_partial = Some(partial(view, false, tail_budget));
     }
     s
 }
@@ -746,55 +712,74 @@ fn ceil_char_boundary(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// The lines that appear whole: each segment's first line and the highlights, as ranges.
-/// Ranges merge only within one piece (the head, a highlight, the tail): between pieces the
-/// content has a marker, so lines adjacent in the spill are not adjacent there.
+/// The lines that appear whole: each segment's shown lines and the highlights, as ranges.
+/// Ranges merge only within one piece (the head, a highlight, the tail; the head and tail are
+/// one piece when nothing lies between them): between pieces the content has a marker, so
+/// lines adjacent in the spill are not adjacent there.
 fn shown_ranges(s: &Selection, total: u64) -> Vec<LineRange> {
-    let mut ranges = segment_ranges(&s.head_segments, 1);
-    ranges.extend(s.highlights.iter().map(|h| LineRange {
-        first: h.first,
-        last: h.last,
-    }));
-    ranges.extend(segment_ranges(&s.tail_segments, total - s.tail as u64 + 1));
-    ranges
-}
-
-/// The shown lines of consecutive segments starting at line `first`, merged into ranges.
-fn segment_ranges(segments: &[Segment], first: u64) -> Vec<LineRange> {
-    let mut ranges: Vec<LineRange> = Vec::new();
-    let mut at = first;
-    for seg in segments {
-        match ranges.last_mut() {
-            Some(r) if r.last + 1 == at => r.last = at,
-            _ => ranges.push(LineRange {
-                first: at,
-                last: at,
-            }),
+    let piece = |segments: &[Segment]| {
+        let mut lines = Vec::new();
+        for seg in segments {
+            push_shown(&mut lines, seg);
         }
-        at += seg.lines as u64;
+        lines
+    };
+    let mut pieces = vec![piece(&s.head)];
+    pieces.extend(s.highlights.iter().map(|h| vec![(h.first, h.last)]));
+    let tail = piece(&s.tail);
+    if s.is_cut(total) || !s.highlights.is_empty() {
+        pieces.push(tail);
+    } else {
+        pieces[0].extend(tail);
+    }
+    let mut ranges: Vec<LineRange> = Vec::new();
+    for lines in pieces {
+        let mut merged: Vec<LineRange> = Vec::new();
+        for (first, last) in lines {
+            match merged.last_mut() {
+                Some(r) if r.last + 1 == first => r.last = last,
+                _ => merged.push(LineRange { first, last }),
+            }
+        }
+        ranges.extend(merged);
     }
     ranges
 }
 
-/// Appends an end's segments from `buf` (starting at its first line `first_line`): each
-/// segment's shown line, and a marker after a folded run.
-fn render_segments(out: &mut String, buf: &[u8], segments: &[Segment], first_line: u64) {
-    let (mut pos, mut line) = (0, first_line);
+fn push_shown(lines: &mut Vec<(u64, u64)>, seg: &Segment) {
+    lines.push((seg.first, seg.first));
+    if seg.fold == Fold::Similar {
+        lines.push((seg.last_line(), seg.last_line()));
+    }
+}
+
+/// Appends segments: each shown line, and the marker that says what a fold stands for.
+fn render_segments(out: &mut String, segments: &[Segment], base: u64) {
     for seg in segments {
-        out.push_str(&String::from_utf8_lossy(&buf[pos..pos + seg.shown_bytes]));
-        if seg.lines > 1 {
-            if !out.ends_with('\n') {
+        out.push_str(&seg.head.text);
+        out.push('\n');
+        let (first, last) = (base + seg.first, base + seg.last_line());
+        match seg.fold {
+            Fold::Line => {}
+            Fold::Repeat => {
+                let _ = writeln!(
+                    out,
+                    "[... repeated {} times, lines {first}-{last} ...]",
+                    seg.lines
+                );
+            }
+            Fold::Similar => {
+                let _ = writeln!(
+                    out,
+                    "[... {} similar lines, lines {}-{}: same text, other numbers ...]",
+                    seg.lines - 2,
+                    first + 1,
+                    last - 1
+                );
+                out.push_str(&seg.last.text);
                 out.push('\n');
             }
-            let last = line + seg.lines as u64 - 1;
-            let _ = writeln!(
-                out,
-                "[... repeated {} times, lines {line}-{last} ...]",
-                seg.lines
-            );
         }
-        pos += seg.bytes;
-        line += seg.lines as u64;
     }
 }
 
@@ -806,45 +791,66 @@ fn render(
     offset: Offset,
 ) -> String {
     let base = offset.lines;
-    let mut out = String::with_capacity(s.head_bytes + s.tail_bytes + 1024);
-    if let Some(p) = &s.partial {
-        let buf = if p.from_head { view.head } else { view.tail };
-        out.push_str(&String::from_utf8_lossy(&buf[p.start..p.end]));
-    }
-    render_segments(&mut out, view.head, &s.head_segments, base + 1);
-    let (first, last) = (s.head as u64 + 1, view.total_lines - s.tail as u64);
-    let (first_shown, last_shown) = (base + first, base + last);
-    if !s.highlights.is_empty() {
-        let found = match s.highlights.len() {
-            1 => "1 of them looks like an error: here it is, after its line number".to_string(),
-            n => format!("{n} of them look like errors: here they are, each after its line number"),
-        };
+    let mut out = String::with_capacity(view.limits.max_bytes() + 1024);
+    if let Some(p) = &s.head_partial {
+        out.push_str(&String::from_utf8_lossy(&view.head[p.start..p.end]));
         let _ = writeln!(
             out,
-            "[... {} lines omitted (lines {first_shown}-{last_shown}); {found} ...]",
-            last + 1 - first,
-        );
-        for h in &s.highlights {
-            let _ = writeln!(out, "[at line {}]", base + h.first);
-            out.push_str(&h.text);
-        }
-        if s.tail > 0 {
-            let _ = writeln!(out, "[... the last lines ...]");
-        }
-    } else if s.head > 0 && s.tail > 0 && last >= first {
-        // With runs folded, the two ends may cover every line between them.
-        let _ = writeln!(
-            out,
-            "[... {} lines omitted (lines {first_shown}-{last_shown}) ...]",
-            last + 1 - first
+            "\n[... line 1 goes on: {} more bytes ...]",
+            p.info.line_bytes - p.info.shown_bytes
         );
     }
-    render_segments(
-        &mut out,
-        &view.tail[view.tail.len() - s.tail_bytes..],
-        &s.tail_segments,
-        base + view.total_lines - s.tail as u64 + 1,
-    );
+    render_segments(&mut out, &s.head, base);
+    let total = view.total_lines;
+    let (first, last) = (s.head_end() + 1, s.tail_start(total) - 1);
+    if first <= last {
+        let (first_shown, last_shown) = (base + first, base + last);
+        let count = last + 1 - first;
+        let lines = if count == 1 { "line" } else { "lines" };
+        let before = !s.head.is_empty() || s.head_partial.is_some();
+        let after = !s.tail.is_empty() || s.tail_partial.is_some();
+        if s.highlights.is_empty() {
+            // A head or a tail alone ends where the notice begins, which says the rest.
+            if before && after {
+                let _ = writeln!(
+                    out,
+                    "[... {count} {lines} omitted (lines {first_shown}-{last_shown}) ...]"
+                );
+            }
+        } else {
+            let found = match s.highlights.len() {
+                1 => "1 of them looks like an error: here it is, after its line number".to_string(),
+                n => format!(
+                    "{n} of them look like errors: here they are, each after its line number"
+                ),
+            };
+            let _ = writeln!(
+                out,
+                "[... {count} {lines} omitted (lines {first_shown}-{last_shown}); {found} ...]"
+            );
+            for h in &s.highlights {
+                let _ = writeln!(out, "[at line {}]", base + h.first);
+                out.push_str(&h.text);
+            }
+            if after {
+                let _ = writeln!(out, "[... the last lines ...]");
+            }
+        }
+    }
+    if let Some(p) = &s.tail_partial {
+        if p.info.shown_bytes < p.info.line_bytes {
+            let _ = writeln!(
+                out,
+                "[... line {} is {} bytes; its last {} follow ...]",
+                base + p.info.line,
+                p.info.line_bytes,
+                p.info.shown_bytes
+            );
+        }
+        out.push_str(&String::from_utf8_lossy(&view.tail[p.start..p.end]));
+        out.push('\n');
+    }
+    render_segments(&mut out, &s.tail, base);
     if !out.ends_with('\n') {
         out.push('\n');
     }
@@ -853,9 +859,14 @@ fn render(
     out
 }
 
+/// The most ranges a notice lists one by one; past them it names the first and last two and
+/// counts the rest (the JSON's `shown` has them all).
+const LISTED_RANGES: usize = 6;
+
 /// The instruction that ends a truncated preview: what is shown of how much, which limit cut
-/// it, where the whole output is, and the exact next step. `base` is the number of spill lines before the view: past 0, the preview is of new output
-/// only, and says so.
+/// it (or that runs were only folded), where the whole output is, and the exact next step.
+/// `base` is the number of spill lines before the view: past 0, the preview is of new output
+/// only, and says so. It stays short (a few hundred bytes) whatever the output.
 fn notice(
     view: &CaptureView<'_>,
     s: &Selection,
@@ -870,40 +881,38 @@ fn notice(
         }
         _ => format!("the {}-byte limit", view.limits.max_bytes()),
     };
-    let what = match &s.partial {
-        Some(part) => format!(
-            "showing the {} {} bytes of line {}, which is {} bytes",
-            if part.from_head { "first" } else { "last" },
-            part.info.shown_bytes,
-            base + part.info.line,
-            part.info.line_bytes
-        ),
-        None => {
-            let listed: Vec<String> = p
-                .shown
-                .iter()
-                .map(|r| {
-                    if r.first == r.last {
-                        (base + r.first).to_string()
-                    } else {
-                        format!("{}-{}", base + r.first, base + r.last)
-                    }
-                })
-                .collect();
-            format!("showing lines {}", list(&listed))
+    let how = if s.is_cut(view.total_lines) || s.partial().is_some() {
+        format!("truncated by {limit}")
+    } else {
+        format!("folded to fit {limit} (runs of repeated or similar lines; nothing else left out)")
+    };
+    let what = match s.partial() {
+        Some(part) => {
+            let lines = if p.shown.is_empty() {
+                String::new()
+            } else {
+                format!("lines {} and ", ranges_text(&p.shown, base))
+            };
+            format!(
+                "showing {lines}the {} {} of line {}'s {} bytes",
+                if part.from_head { "first" } else { "last" },
+                part.info.shown_bytes,
+                base + part.info.line,
+                part.info.line_bytes
+            )
         }
+        None => format!("showing lines {}", ranges_text(&p.shown, base)),
     };
     let mut text = if base == 0 {
         format!(
-            "[spillway: output truncated by {limit}: {what} of {} line{} ({} bytes in all).\n",
+            "[spillway: output {how}: {what} of {} line{} ({} bytes in all).\n",
             p.total_lines,
             if p.total_lines == 1 { "" } else { "s" },
             p.total_bytes
         )
     } else {
         format!(
-            "[spillway: new output truncated by {limit}: {what} of the new lines {}-{} ({} \
-             bytes).\n",
+            "[spillway: new output {how}: {what} of the new lines {}-{} ({} bytes).\n",
             base + 1,
             base + p.total_lines,
             p.total_bytes
@@ -935,26 +944,57 @@ fn notice(
                 );
             }
             let _ = writeln!(text);
-            if let Some(more) = more_highlights(view, s) {
-                let _ = writeln!(
-                    text,
-                    "{more} more lines in the omitted part look like errors; list them: {}",
-                    steps.search(path, HIGHLIGHT_GREP)
-                );
-            }
-            let _ = write!(
+            let _ = writeln!(
                 text,
-                "Next: read the lines you have not seen, from line {first_unseen}: {}\n\
-                 or search all of it: {}]\n",
-                steps.read_from(path, first_unseen),
-                steps.search(path, "PATTERN")
+                "Next: read on from line {first_unseen}: {}",
+                steps.read_from(path, first_unseen)
             );
+            // Where omitted lines look like errors, the search step looks for them; otherwise
+            // it is a template. Either way the path is named once more, not twice.
+            match more_highlights(view, s, p) {
+                Some(more) => {
+                    let (lines, look) = if more == 1 {
+                        ("line", "looks")
+                    } else {
+                        ("lines", "look")
+                    };
+                    let _ = writeln!(
+                        text,
+                        "{more} more omitted {lines} {look} like errors: {}]",
+                        steps.search(path, HIGHLIGHT_GREP)
+                    );
+                }
+                None => {
+                    let _ = writeln!(text, "or search it all: {}]", steps.search(path, "PATTERN"));
+                }
+            }
         }
         (None, _) => {
             let _ = writeln!(text, "The full output was not saved.]");
         }
     }
     text
+}
+
+/// The shown ranges in words: all of them when they are few, else the first and last two and
+/// how many lie between.
+fn ranges_text(shown: &[LineRange], base: u64) -> String {
+    let word = |r: &LineRange| {
+        if r.first == r.last {
+            (base + r.first).to_string()
+        } else {
+            format!("{}-{}", base + r.first, base + r.last)
+        }
+    };
+    if shown.len() <= LISTED_RANGES {
+        return list(&shown.iter().map(word).collect::<Vec<_>>());
+    }
+    format!(
+        "{} and {}, with {} more ranges in between (JSON `shown` lists all)",
+        word(&shown[0]),
+        word(&shown[shown.len() - 1]),
+        shown.len() - 2
+    )
 }
 
 /// `a`, `a and b`, `a, b and c`.
@@ -966,21 +1006,23 @@ fn list(items: &[String]) -> String {
     }
 }
 
-/// How many lines that look like errors the highlights leave out (candidates found anywhere,
-/// less those shown), when there are any.
-fn more_highlights(view: &CaptureView<'_>, s: &Selection) -> Option<u64> {
-    let found = view.findings.found;
-    let shown_candidates = view
+/// How many lines that look like errors the preview leaves out, exactly: every candidate the
+/// highlighter counted, less those in the segments shown (a folded run's lines are said, not
+/// left out) and those the highlights show; never more than the lines left out.
+fn more_highlights(view: &CaptureView<'_>, s: &Selection, p: &Preview) -> Option<u64> {
+    let in_segments: u64 = s.segments().map(|seg| seg.candidates).sum();
+    let in_highlights = view.highlights.map_or(0, |patterns| {
+        s.highlights
+            .iter()
+            .flat_map(|h| h.text.lines())
+            .filter(|line| patterns.is_match(line))
+            .count() as u64
+    });
+    let more = view
         .findings
-        .candidates
-        .iter()
-        .filter(|c| {
-            c.line <= s.head as u64
-                || c.line > view.total_lines - s.tail as u64
-                || s.highlights.iter().any(|h| h.first == c.line)
-        })
-        .count() as u64;
-    let more = found.saturating_sub(shown_candidates);
+        .found
+        .saturating_sub(in_segments + in_highlights)
+        .min(p.omitted_lines);
     (more > 0).then_some(more)
 }
 
@@ -1081,17 +1123,21 @@ mod tests {
 
     #[test]
     fn a_long_line_at_one_end_does_not_starve_the_other() {
-        // Line 1 alone is more than half the byte budget.
+        // Line 1 alone is more than half the byte budget: it is shown in part, in its half,
+        // and the tail keeps the other half.
         let mut text = format!("{}\n", "x".repeat(700));
         text.push_str(&numbered(200));
         let p = preview_of(&text, 1000, 1000, Direction::Both);
+        assert!(p.content.starts_with(&format!(
+            "{}\n[... line 1 goes on: 200 more bytes ...]\n",
+            "x".repeat(500)
+        )));
         let shown: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
         let tail = p.shown.last().unwrap();
         assert_eq!(tail.last, 201);
-        // The tail got the head's unused half: far more than 500 bytes' worth of lines.
-        assert!(shown > 500 / 9, "{:?}", p.shown);
+        assert!(shown > 450 / 9, "{:?}", p.shown);
         let shown_bytes: usize = p.shown.iter().map(|&r| lines_of(&text, r).len()).sum();
-        assert!(shown_bytes <= 1000);
+        assert!(shown_bytes + 500 <= 1000);
     }
 
     #[test]
@@ -1130,13 +1176,13 @@ mod tests {
         assert!(head.shown.is_empty());
         assert!(
             head.content
-                .contains("showing the first 100 bytes of line 1, which is 2000 bytes")
+                .contains("showing the first 100 of line 1's 2000 bytes")
         );
         let tail = preview_of(&format!("{text}\n"), 10, 101, Direction::Tail);
         assert_eq!(tail.partial_line.unwrap().shown_bytes, 100);
         assert!(
             tail.content
-                .contains("showing the last 100 bytes of line 1")
+                .contains("showing the last 100 of line 1's 2000 bytes")
         );
     }
 
@@ -1155,7 +1201,7 @@ mod tests {
         );
         assert!(
             p.content
-                .contains("showing the last 51200 bytes of line 50000, which is 104857 bytes")
+                .contains("showing the last 51200 of line 50000's 104857 bytes")
         );
         // In `both` the huge last line leaves the head its budget.
         let both = preview_of(&text, 2000, 51_200, Direction::Both);
@@ -1277,11 +1323,11 @@ mod tests {
             p.content
                 .contains("\nframe.c:34:14: error: no member named 'len'\n")
         );
+        assert!(p.content.contains("more omitted lines look like errors"));
         assert!(
             p.content
-                .contains("more lines in the omitted part look like errors")
+                .contains("look like errors: grep -n -E 'error|FAIL")
         );
-        assert!(p.content.contains("grep -n -E 'error|FAIL"));
     }
 
     #[test]
@@ -1293,20 +1339,22 @@ mod tests {
         text.push_str(&numbered(3000));
         let p = preview_of(&text, 20, 100_000, Direction::Head);
         assert!(p.content.starts_with(
-            "start\nDownloading crates ... 0/500 (0%)\n[... repeated 501 times, lines 2-502 ...]\nline 1\n"
+            "start\nDownloading crates ... 0/500 (0%)\n\
+             [... 499 similar lines, lines 3-501: same text, other numbers ...]\n\
+             Downloading crates ... 500/500 (100%)\nline 1\n"
         ));
-        // The run costs one line, so the head reaches further.
+        // The run costs two lines, so the head reaches further.
         assert_eq!(
             p.shown,
             vec![
                 LineRange { first: 1, last: 2 },
                 LineRange {
-                    first: 503,
-                    last: 520
+                    first: 502,
+                    last: 519
                 }
             ]
         );
-        assert!(p.content.contains("line 18\n\n"));
+        assert!(p.content.contains("line 17\n\n"));
         for range in &p.shown {
             assert!(p.content.contains(&lines_of(&text, *range)));
         }
@@ -1321,21 +1369,95 @@ mod tests {
             .collect();
         let p = preview_of(&text, 2, 536, Direction::Head);
         assert_eq!(p.truncated_by, Some(LimitKind::Lines));
-        assert!(p.content.contains("truncated by the 2-line limit"));
+        assert!(p.content.contains("folded to fit the 2-line limit"));
+    }
+
+    /// The bytes of the output lines a preview shows whole.
+    fn shown_bytes(text: &str, p: &Preview) -> usize {
+        p.shown.iter().map(|&r| lines_of(text, r).len()).sum()
     }
 
     #[test]
-    fn alike_means_equal_but_for_numbers() {
-        assert!(alike(b"Downloading 9%\n", b"Downloading 10%\n"));
-        assert!(alike(b"same\n", b"same\n"));
-        assert!(!alike(b"Compiling foo v0.1.0\n", b"Compiling bar v0.1.0\n"));
-        assert!(!alike(b"a1\n", b"a\n"));
-        // Two alike lines are not worth a marker.
-        let lines: Vec<&[u8]> = vec![b"same\n", b"same\n", b"y\n"];
-        assert_eq!(fold(&lines, &|_| false).len(), 3);
-        // Lines that are mostly their number are not a counter.
-        assert!(!alike(b"12\n", b"13\n"));
-        assert!(!alike(b"line 12\n", b"line 13\n"));
+    fn a_log_whose_lines_all_differ_fills_the_budget_and_ends_with_its_last_line() {
+        let text: String = (0..5000)
+            .map(|i| {
+                format!(
+                    "2026-11-23 12:{:02}:{:02} INFO request {:x} GET /api/{} {}ms\n",
+                    i / 60 % 60,
+                    i % 60,
+                    i * 2_654_435_761u64 % 0xffff_ffff,
+                    ["users", "orders", "items"][(i % 3) as usize],
+                    i % 97
+                )
+            })
+            .collect();
+        let p = preview_of(&text, 2000, 51200, Direction::Both);
+        assert!(
+            !p.content.contains("repeated"),
+            "lines that differ are not repeats"
+        );
+        assert!(!p.content.contains("similar"));
+        let last = text.lines().last().unwrap();
+        assert!(p.content.contains(&format!("{last}\n\n[spillway: ")));
+        assert!(
+            shown_bytes(&text, &p) * 10 >= 51200 * 8,
+            "{}",
+            shown_bytes(&text, &p)
+        );
+        assert_eq!(p.truncated_by, Some(LimitKind::Bytes));
+    }
+
+    #[test]
+    fn a_report_among_thousands_of_progress_lines_is_shown_whole() {
+        let progress = |i: usize| format!("==4242== checked {i} of 3000 blocks so far\n");
+        let mut text: String = (0..1500).map(progress).collect();
+        let report = "==4242== Invalid read of size 8\n\
+                      ==4242==    at 0x1091A6: main (demo.c:12)\n\
+                      ==4242==  Address 0x4a8f048 is 8 bytes after a block of size 64 alloc'd\n";
+        text.push_str(report);
+        text.extend((1500..3000).map(progress));
+        let p = preview_of(&text, 2000, 51200, Direction::Both);
+        assert!(p.content.contains(report), "{}", p.content);
+        assert!(
+            p.content
+                .contains("[... 1498 similar lines, lines 2-1499: same text, other numbers ...]")
+        );
+        assert!(p.content.contains("folded to fit the 2000-line limit"));
+        assert!(!p.content.contains("omitted"));
+        assert!(p.content.len() < 2000);
+    }
+
+    #[test]
+    fn identical_lines_are_repeats_and_short_runs_stay() {
+        let mut text = "same\n".repeat(3000);
+        text.push_str("a\nb\na\nb\nend\n");
+        let p = preview_of(&text, 100, 51200, Direction::Both);
+        assert!(
+            p.content.starts_with(
+                "same\n[... repeated 3000 times, lines 1-3000 ...]\na\nb\na\nb\nend\n\n"
+            )
+        );
+    }
+
+    #[test]
+    fn the_notice_stays_short_whatever_the_output() {
+        // Runs and single lines in turn: every fold starts a range of its own.
+        let mut text = String::new();
+        for block in 0..300 {
+            text.push_str(&format!("block {block} starts here\n"));
+            text.push_str(&"tick tock tick tock\n".repeat(4));
+        }
+        let mut c = Capture::new(
+            Limits::new(150, 51200).unwrap(),
+            SpillPolicy::Always(DataDir::open(&tempfile::tempdir().unwrap().keep()).unwrap()),
+        );
+        c.write(&text);
+        c.finish();
+        let p = Preview::build(&c.view(), Direction::Both, &CliSteps);
+        let notice = &p.content[p.content.rfind("\n\n[spillway: ").unwrap() + 2..];
+        assert!(p.shown.len() > 50, "{}", p.shown.len());
+        assert!(notice.contains("more ranges in between (JSON `shown` lists all)"));
+        assert!(notice.len() <= 600, "{} bytes: {notice}", notice.len());
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub fn with_pending(view: &CaptureView<'_>, pending: &str, direction: Direction)
         } else {
             p.len() as u64
         },
+        outline: view.outline.clone().with_pending(
+            pending,
+            max,
+            view.highlights.is_some_and(|h| h.is_match(pending)),
+        ),
         ..view.clone()
     };
     Preview::build(&extended, direction, &CliSteps)

@@ -19,8 +19,8 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
-use crate::highlight::SharedHighlighter;
 use crate::normalise::count_newlines;
+use crate::scanner::SharedScanner;
 
 /// Environment variable naming the data directory.
 pub const DATA_DIR_ENV: &str = "SPILLWAY_DATA_DIR";
@@ -199,7 +199,7 @@ pub struct SpillFile {
     /// The writer's progress as of the last `flush`.
     seen: Progress,
     /// Scans what is written from now on for highlights, on the writer's thread.
-    scanner: Option<SharedHighlighter>,
+    scanner: Option<SharedScanner>,
     /// Set once the file has reached its cap: later text goes to the scanner only.
     closed: bool,
 }
@@ -211,7 +211,7 @@ struct Batch {
     /// Newlines in `text`, counted by the capture already: the scanner needs the count.
     newlines: u64,
     scan_only: bool,
-    scanner: Option<SharedHighlighter>,
+    scanner: Option<SharedScanner>,
 }
 
 /// What the writer thread has done.
@@ -261,7 +261,7 @@ impl SpillFile {
 
     /// Has `scanner` look for highlights in the bytes written from now on (the writer thread
     /// scans each batch once it is in the file); `None` stops that.
-    pub fn scan_with(&mut self, scanner: Option<SharedHighlighter>) {
+    pub fn scan_with(&mut self, scanner: Option<SharedScanner>) {
         self.send_batch();
         self.scanner = scanner;
     }

@@ -311,6 +311,15 @@ pub fn engine(case: &EngineCase<'_>) {
         return;
     }
     let shown = check_shown(p, &r.spill, case.direction, (max_lines, max_bytes));
+    let cut = check_markers(p, &r.spill);
+    assert!(cut <= p.omitted_lines);
+    // A token budget small enough to leave no whole line may leave no room for both ends.
+    if !(p.truncated_by == Some(LimitKind::Tokens) && p.shown.is_empty()) {
+        check_ends(p, &r.spill, case.direction, (max_lines, max_bytes));
+    }
+    if case.max_tokens.is_none() && cut > 0 {
+        check_fill(p, &r.spill, &shown, (max_lines, max_bytes));
+    }
     if let Some(n) = case.max_tokens {
         let tokens = spillway::tokens::count(&shown);
         assert!(tokens <= n, "{tokens} tokens shown, over the budget of {n}");
@@ -329,7 +338,7 @@ pub fn engine(case: &EngineCase<'_>) {
     assert_eq!(whole.preview.shown, p.shown);
 }
 
-/// Checks the shown ranges (or the partial line) of a truncated preview against the spill
+/// Checks the shown ranges and the partial line of a truncated preview against the spill
 /// and the limits; returns the output text shown.
 fn check_shown(
     p: &Preview,
@@ -356,28 +365,39 @@ fn check_shown(
         lines += range.last - range.first + 1;
         shown.push_str(&text);
     }
-    assert!(lines <= max_lines, "{lines} lines shown");
-    assert!(
-        shown.len() as u64 <= max_bytes,
-        "{} bytes shown",
-        shown.len()
-    );
     assert_eq!(p.omitted_lines, p.total_lines - lines);
     let Some(part) = p.partial_line else {
         assert!(!p.shown.is_empty(), "nothing shown");
+        assert!(lines <= max_lines, "{lines} lines shown");
+        assert!(
+            shown.len() as u64 <= max_bytes,
+            "{} bytes shown",
+            shown.len()
+        );
         return shown;
     };
-    assert!(p.shown.is_empty());
-    // `head` shows the start of line 1, the others the end of the last line.
-    let from_head = direction == Direction::Head;
-    assert_eq!(part.line, if from_head { 1 } else { p.total_lines });
+    // A head starts with the start of line 1; a tail ends with the end of the last line.
+    let from_head = direction == Direction::Head || (part.line == 1 && p.total_lines > 1);
+    if !from_head {
+        assert_eq!(part.line, p.total_lines, "the partial line is the last");
+    }
+    assert!(
+        lines < max_lines.max(1) || p.shown.is_empty(),
+        "{lines} lines and a partial one"
+    );
     let line = spill
         .split_inclusive('\n')
         .nth(part.line as usize - 1)
         .expect("the partial line exists");
     let body = line.strip_suffix('\n').unwrap_or(line);
     assert_eq!(part.line_bytes, body.len() as u64, "partial line's size");
-    assert!(part.shown_bytes <= max_bytes && part.shown_bytes <= part.line_bytes);
+    assert!(part.shown_bytes <= part.line_bytes);
+    assert!(
+        shown.len() as u64 + part.shown_bytes <= max_bytes,
+        "{} bytes of lines and {} of a partial line shown",
+        shown.len(),
+        part.shown_bytes
+    );
     let n = part.shown_bytes as usize;
     let cut = if from_head {
         body.get(..n)
@@ -385,22 +405,185 @@ fn check_shown(
         body.get(body.len() - n..)
     };
     let cut = cut.expect("the partial line is cut at a char boundary");
+    if from_head {
+        assert!(
+            p.content.starts_with(cut),
+            "the partial line starts the preview"
+        );
+    } else {
+        assert!(
+            p.content.contains(cut),
+            "the partial line is in the preview"
+        );
+    }
+    shown.push_str(cut);
+    shown
+}
+
+/// The body of spill line `n` (1-based), without its newline.
+fn spill_line(spill: &str, n: u64) -> &str {
+    let line = spill
+        .split_inclusive('\n')
+        .nth(n as usize - 1)
+        .expect("the marker's lines exist");
+    line.strip_suffix('\n').unwrap_or(line)
+}
+
+/// Whether two lines differ only in their numbers (a run of digits counting as one digit).
+fn same_but_numbers(a: &str, b: &str) -> bool {
+    let skeleton = |s: &str| {
+        let mut out = String::new();
+        for c in s.chars() {
+            if !(c.is_ascii_digit() && out.ends_with('#')) {
+                out.push(if c.is_ascii_digit() { '#' } else { c });
+            }
+        }
+        out
+    };
+    skeleton(a) == skeleton(b)
+}
+
+/// Every marker in the preview says only what is so, checked against the spill: a repeat
+/// covers byte-identical lines and follows the first of them; a similar run lies between its
+/// first and last line, all equal but for numbers; an omission counts its lines right and
+/// none of them is shown. Returns how many lines the markers say were left out by a cut.
+fn check_markers(p: &Preview, spill: &str) -> u64 {
+    let body = &p.content[..p.content.rfind("\n\n[spillway: ").expect("a notice")];
+    let lines: Vec<&str> = body.split('\n').collect();
+    let mut cut = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let numbers = |text: &str| -> Vec<u64> {
+            text.split(|c: char| !c.is_ascii_digit())
+                .filter(|t| !t.is_empty())
+                .map(|t| t.parse().expect("a number"))
+                .collect()
+        };
+        if let Some(rest) = line.strip_prefix("[... repeated ") {
+            let n = numbers(rest.split(" ...]").next().unwrap());
+            let [count, a, b] = n[..] else {
+                panic!("{line}")
+            };
+            assert_eq!(count, b - a + 1, "{line}");
+            let first = spill_line(spill, a);
+            for k in a..=b {
+                assert_eq!(spill_line(spill, k), first, "{line}: line {k} differs");
+            }
+            assert_eq!(lines[i - 1], first, "{line} follows its line");
+        } else if line.starts_with("[... ") && line.contains(" similar lines, lines ") {
+            let n = numbers(line);
+            let [count, a, b] = n[..] else {
+                panic!("{line}")
+            };
+            assert_eq!(count, b - a + 1, "{line}");
+            assert!(count > 0);
+            let first = spill_line(spill, a - 1);
+            for k in a - 1..=b + 1 {
+                assert!(
+                    same_but_numbers(spill_line(spill, k), first),
+                    "{line}: line {k}"
+                );
+            }
+            assert_eq!(lines[i - 1], first, "{line} follows the run's first line");
+            assert_eq!(
+                lines[i + 1],
+                spill_line(spill, b + 1),
+                "{line}: the run's last line"
+            );
+        } else if line.starts_with("[... ") && line.contains(" omitted (lines ") {
+            let head = line.split(';').next().unwrap();
+            let n = numbers(head);
+            let [count, a, b] = n[..] else {
+                panic!("{line}")
+            };
+            assert_eq!(count, b - a + 1, "{line}");
+            assert!(
+                p.shown
+                    .iter()
+                    .all(|r| r.last < a || r.first > b || line.contains("here ")),
+                "{line}: a shown line is said to be omitted"
+            );
+            let shown_inside: u64 = p
+                .shown
+                .iter()
+                .map(|r| (r.last.min(b) + 1).saturating_sub(r.first.max(a)))
+                .sum();
+            cut += count - shown_inside;
+        }
+    }
+    cut
+}
+
+/// The ends: a head or both preview starts with line 1, a tail or both one ends with the
+/// last line (whole, in part, or as the end of a fold).
+fn check_ends(p: &Preview, spill: &str, direction: Direction, (max_lines, max_bytes): (u64, u64)) {
+    if direction == Direction::Both && (max_lines < 2 || max_bytes < 2) {
+        return; // one line or byte cannot hold both ends
+    }
+    // The JSON names one partial line (the tail's); a head's shows at the very start.
+    let first_line = spill.split('\n').next().unwrap_or_default();
+    let first_char = first_line
+        .chars()
+        .next()
+        .map(String::from)
+        .unwrap_or_default();
+    let starts = p.shown.first().is_some_and(|r| r.first == 1)
+        || p.partial_line.is_some_and(|l| l.line == 1)
+        || (p.content.starts_with(&first_char) && p.content.contains("[... line 1 goes on: "));
+    if direction == Direction::Head || (direction == Direction::Both && p.total_lines > 1) {
+        assert!(
+            starts,
+            "the preview does not start with line 1: {:?}",
+            p.shown
+        );
+    }
+    if direction != Direction::Head {
+        let last = p.total_lines;
+        let body = &p.content[..p.content.rfind("\n\n[spillway: ").expect("a notice")];
+        let ends = p.shown.last().is_some_and(|r| r.last == last)
+            || p.partial_line.is_some_and(|l| l.line == last)
+            || body.trim_end().ends_with(&format!("-{last} ...]"));
+        assert!(
+            ends,
+            "the preview does not end with line {last}: {:?}",
+            p.shown
+        );
+    }
+}
+
+/// Never cut while there is room: when lines are cut and every line is small beside the
+/// budget, the shown lines fill at least 80 % of the limit that binds.
+fn check_fill(p: &Preview, spill: &str, shown: &str, (max_lines, max_bytes): (u64, u64)) {
+    let longest = spill.split_inclusive('\n').map(str::len).max().unwrap_or(0) as u64;
+    if longest * 8 > max_bytes || max_lines < 8 || p.partial_line.is_some() {
+        return;
+    }
+    let lines: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
+    let bytes = shown.len() as u64;
     assert!(
-        p.content.starts_with(cut),
-        "the partial line starts the preview"
+        lines * 10 >= max_lines * 8 || bytes * 10 >= max_bytes * 8,
+        "cut with room: {lines}/{max_lines} lines, {bytes}/{max_bytes} bytes"
     );
-    cut.to_string()
 }
 
 /// Checks a truncated preview's notice: the limit, what is shown, the totals, the spill and the
-/// next line to read.
+/// next line to read; and that it is short.
 fn check_notice(case: &EngineCase<'_>, p: &Preview) {
-    let at = p
-        .content
-        .rfind("\n\n[spillway: output truncated by ")
-        .expect("a notice");
+    let at = p.content.rfind("\n\n[spillway: output ").expect("a notice");
     let notice = &p.content[at + 2..];
     assert!(notice.ends_with("]\n"), "{notice:?}");
+    let path = p.spill_path.as_deref().expect("a spill path");
+    // At most 600 bytes with a spill path as long as the default data dir's under /home/NAME
+    // (76 bytes); the path, named three times, is the data dir's to set.
+    assert!(
+        notice.len() <= 600 + 3 * path.len().saturating_sub(76),
+        "a notice of {} bytes: {notice}",
+        notice.len()
+    );
+    assert!(
+        notice.starts_with("[spillway: output truncated by ")
+            || notice.starts_with("[spillway: output folded to fit "),
+        "{notice:?}"
+    );
     let limit = match p.truncated_by {
         Some(LimitKind::Lines) => {
             assert!(p.total_lines > case.limits.max_lines() as u64);
@@ -424,7 +607,6 @@ fn check_notice(case: &EngineCase<'_>, p: &Preview) {
         p.total_bytes
     );
     assert!(notice.contains(&totals), "{totals} not in {notice:?}");
-    let path = p.spill_path.as_deref().expect("a spill path");
     assert!(
         notice.contains(&format!("Full output: {path}")),
         "{notice:?}"
@@ -438,23 +620,24 @@ fn check_notice(case: &EngineCase<'_>, p: &Preview) {
         CliSteps.read_from(Path::new(path), first_unseen)
     );
     assert!(notice.contains(&next), "{next} not in {notice:?}");
-    if p.partial_line.is_none() {
-        let listed: Vec<String> = p
-            .shown
-            .iter()
-            .map(|r| match r.last - r.first {
-                0 => r.first.to_string(),
-                _ => format!("{}-{}", r.first, r.last),
-            })
-            .collect();
-        let listed = match listed.as_slice() {
-            [one] => one.clone(),
-            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-            [] => unreachable!("checked: something is shown"),
-        };
-        assert!(
-            notice.contains(&format!("showing lines {listed} of")),
-            "{notice:?}"
-        );
-    }
+    let word = |r: &LineRange| match r.last - r.first {
+        0 => r.first.to_string(),
+        _ => format!("{}-{}", r.first, r.last),
+    };
+    let listed: Vec<String> = p.shown.iter().map(word).collect();
+    let listed = match listed.as_slice() {
+        [] => return,
+        [one] => one.clone(),
+        all if all.len() > 6 => format!(
+            "{} and {}, with {} more ranges in between",
+            all[0],
+            all[all.len() - 1],
+            all.len() - 2
+        ),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    };
+    assert!(
+        notice.contains(&format!("showing lines {listed}")),
+        "{listed} not in {notice:?}"
+    );
 }
