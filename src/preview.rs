@@ -15,7 +15,9 @@ use crate::capture::{CaptureView, SpillCap, SpillProblem};
 use crate::outline::{Fold, Segment};
 
 mod pick;
+mod unfold;
 use pick::{Highlight, choose_highlights};
+use unfold::{Room, open_folds};
 
 /// Which part of a long output the preview keeps.
 #[derive(
@@ -266,6 +268,24 @@ impl Selection {
     fn segments(&self) -> impl Iterator<Item = &Segment> {
         self.head.iter().chain(self.tail.iter())
     }
+
+    /// The lines and bytes of output it shows (markers and notice aside).
+    fn shown_size(&self) -> (usize, usize) {
+        let mut lines: u64 = self.segments().map(Segment::shown_lines).sum();
+        let mut bytes: u64 = self.segments().map(Segment::shown_bytes).sum();
+        for h in &self.highlights {
+            lines += h.last - h.first + 1;
+            bytes += h.text.len() as u64;
+        }
+        for p in [&self.head_partial, &self.tail_partial]
+            .into_iter()
+            .flatten()
+        {
+            lines += 1;
+            bytes += (p.end - p.start) as u64;
+        }
+        (lines as usize, bytes as usize)
+    }
 }
 
 /// Share of each limit the highlights may take, out of the head and tail's budget.
@@ -370,16 +390,18 @@ impl Preview {
             || (!over_lines && view.total_bytes <= max_bytes as u64 && max_tokens.is_some())
         {
             LimitKind::Tokens
-        } else if selection.is_cut(view.total_lines) {
-            if shown_lines >= max_lines as u64 || view.total_bytes <= max_bytes as u64 {
+        } else if !over_lines {
+            LimitKind::Bytes
+        } else if view.total_bytes <= max_bytes as u64 {
+            LimitKind::Lines
+        } else {
+            // Both are over: the one the shown text used more of bound it.
+            let (lines, bytes) = selection.shown_size();
+            if lines as u64 * max_bytes as u64 >= bytes as u64 * max_lines as u64 {
                 LimitKind::Lines
             } else {
                 LimitKind::Bytes
             }
-        } else if over_lines {
-            LimitKind::Lines
-        } else {
-            LimitKind::Bytes
         };
         let mut preview = Preview {
             truncated: true,
@@ -511,6 +533,23 @@ fn shown_lines_of(seg: &Segment) -> impl Iterator<Item = &str> {
 /// Selects head and tail lines; when lines are omitted and some of them look like errors,
 /// gives those up to [`HIGHLIGHT_SHARE`] of the budget and the ends the rest.
 fn select_with_highlights(
+    view: &CaptureView<'_>,
+    direction: Direction,
+    max_lines: usize,
+    max_bytes: usize,
+) -> Selection {
+    let mut s = select_ends_and_highlights(view, direction, max_lines, max_bytes);
+    let (lines, bytes) = s.shown_size();
+    let room = Room {
+        lines: max_lines.saturating_sub(lines),
+        bytes: max_bytes.saturating_sub(bytes),
+    };
+    open_folds(view, &mut s, direction, room);
+    s
+}
+
+/// The ends within the budget, and highlights from the part between.
+fn select_ends_and_highlights(
     view: &CaptureView<'_>,
     direction: Direction,
     max_lines: usize,
@@ -1418,13 +1457,23 @@ mod tests {
         text.extend((1500..3000).map(progress));
         let p = preview_of(&text, 2000, 51200, Direction::Both);
         assert!(p.content.contains(report), "{}", p.content);
+        // The runs on either side are opened from the output's ends while the budget lasts,
+        // and what is left of them stays folded.
         assert!(
             p.content
-                .contains("[... 1498 similar lines, lines 2-1499: same text, other numbers ...]")
+                .starts_with(&(0..100).map(progress).collect::<String>())
         );
-        assert!(p.content.contains("folded to fit the 2000-line limit"));
+        let body = &p.content[..p.content.rfind("\n\n[spillway: ").unwrap() + 1];
+        assert!(body.ends_with(&(2900..3000).map(progress).collect::<String>()));
+        assert_eq!(body.matches(" similar lines, lines ").count(), 2, "{body}");
+        assert!(p.content.contains("folded to fit the 51200-byte limit"));
         assert!(!p.content.contains("omitted"));
-        assert!(p.content.len() < 2000);
+        let shown: usize = body
+            .split_inclusive('\n')
+            .filter(|l| !l.starts_with("[... "))
+            .map(str::len)
+            .sum();
+        assert!(shown <= 51200 && shown > 51200 * 8 / 10, "{shown}");
     }
 
     #[test]

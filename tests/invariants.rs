@@ -317,7 +317,9 @@ pub fn engine(case: &EngineCase<'_>) {
     if !(p.truncated_by == Some(LimitKind::Tokens) && p.shown.is_empty()) {
         check_ends(p, &r.spill, case.direction, (max_lines, max_bytes));
     }
-    if case.max_tokens.is_none() && cut > 0 {
+    // A similar run is folded to two lines only while the budget has no room to open it.
+    let similar_fold = p.content.contains(" similar lines, lines ");
+    if case.max_tokens.is_none() && (cut > 0 || similar_fold) {
         check_fill(p, &r.spill, &shown, (max_lines, max_bytes));
     }
     if let Some(n) = case.max_tokens {
