@@ -9,9 +9,12 @@
 //! an exception, a failed test) or *weak* (a line that restates a failure: make's `***`, cargo's
 //! `could not compile`), and a preview picks strong ones first.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use regex::{Regex, RegexBuilder, RegexSet};
+
+mod kind;
+pub use kind::kind_of;
 
 use crate::normalise::count_newlines;
 
@@ -33,21 +36,34 @@ const STRONG: &[&str] = &[
     r"^[^\s:]+\.go:\d+:\d+: ",
     // tsc
     r"error TS\d+: ",
-    // Python, Java and friends: the exception line
-    r"^[A-Za-z_][\w.$]*(Error|Exception)(: .*)?$",
+    // Python, Java, JavaScript and friends: the exception line (`Error: ENOENT ...` too)
+    r"^(Uncaught )?([A-Za-z_][\w.$]*)?(Error|Exception)( \[[\w-]+\])?(: .*)?$",
     r"^Exception in thread ",
     r"^Caused by: ",
-    // test runners
+    // test runners: pytest's summary, its `-v` result and its `E   ` lines; go; cargo
     r"^FAILED ",
     r"^ERROR ",
+    r" FAILED( +\[ *\d+%\])?$",
+    r"^E {3}",
     r"^--- FAIL: ",
     r"^panic: ",
     r"^test .* \.\.\. FAILED$",
-    // package managers
+    // package managers and tools: npm, maven, pip, git
     r"^npm (ERR!|error) ",
     r"^\[ERROR\] ",
+    r"^ERROR: ",
+    r"^fatal: ",
+    // sanitizers and valgrind
+    r"ERROR: \w*Sanitizer",
+    r"runtime error: ",
+    r"^==\d+== (Invalid (read|write|free)|Mismatched free|Conditional jump|Use of uninitialised|Syscall param|Source and destination overlap|Process terminating)",
+    r"definitely lost: [1-9]",
+    // the process itself
+    r"\b(Segmentation fault|Bus error|Illegal instruction|Aborted)( \(core dumped\))?$",
+    r"^Killed$|\d+ Killed\b",
     // log levels
-    r"\b(FATAL|CRITICAL)\b",
+    r"\b(ERROR|FATAL|CRITICAL)\b",
+    r"\blevel=(error|fatal)\b",
 ];
 
 /// Patterns for lines that restate a failure without its cause.
@@ -63,20 +79,12 @@ const WEAK: &[&str] = &[
 /// What the default patterns need, literally, anywhere in a line: a search for these alone runs
 /// at memory speed (a SIMD multi-literal search), and only the lines that hold one are tried
 /// against the patterns themselves.
-const ANYWHERE: &str = r"error|Error|Exception|panic|FAIL|FATAL|CRITICAL|\*\*\* |\.go:";
+const ANYWHERE: &str = r"error|Error|ERROR|Exception|panic|FAIL|FATAL|CRITICAL|\*\*\* |\.go:|Invalid |Mismatched free|Conditional jump|uninitialised|Syscall param|Source and destination overlap|Process terminating|definitely lost|Segmentation fault|Illegal instruction|Aborted|Killed";
 
-/// What the other default patterns need at a line's start (`ERROR `, `npm ERR!`, ...). They
-/// join the search after a newline, so a log with an `ERROR` level in the middle of every
-/// fifth line costs nothing, and no line is looked at one by one; a text's first line is
-/// checked apart.
-const LINE_STARTS: &[&str] = &[
-    "ERROR ",
-    "[ERROR] ",
-    "npm ",
-    "Traceback",
-    "Caused by",
-    "make",
-];
+/// What the other default patterns need at a line's start (`npm ERR!`, `fatal:`, pytest's
+/// `E   `, ...). They join the search after a newline, so no line is looked at one by one; a
+/// text's first line is checked apart.
+const LINE_STARTS: &[&str] = &["npm ", "Traceback", "Caused by", "make", "fatal: ", "E   "];
 
 /// The prefilter: [`ANYWHERE`], and each of [`LINE_STARTS`] after a newline.
 fn prefilter() -> Regex {
@@ -91,8 +99,13 @@ fn prefilter() -> Regex {
 /// own, and the default (a few MiB) times 32 runs in flight would dominate the daemon's memory.
 const DFA_CACHE_BYTES: usize = 256 * 1024;
 
-/// A line after a candidate that says where it happened, kept with it.
-const LOCATION: &str = r#"^\s*(--> |at |File ")"#;
+/// A line after a candidate that continues its block: indented (a location, a frame, a
+/// source line, a note), rustc's numbered source lines, valgrind's and the sanitizers' detail
+/// lines.
+const CONTINUATION: &str = r"^(\s+\S|\d+ *\||==\d+== {2,}\S|(READ|WRITE) of size \d+)";
+
+/// A Python frame, which comes before the exception it leads to.
+const FRAME: &str = r#"^\s*File "[^"]+", line \d+"#;
 
 /// Which patterns to look for.
 #[derive(Debug, Clone)]
@@ -102,7 +115,8 @@ pub struct Patterns {
     prefilter: Option<Regex>,
     weak: RegexSet,
     extra: RegexSet,
-    location: Regex,
+    continuation: Regex,
+    frame: Regex,
 }
 
 /// A pattern given by the user that is not a valid regular expression.
@@ -167,7 +181,8 @@ impl Patterns {
             prefilter: extra.is_empty().then(prefilter),
             weak: build(&weak)?,
             extra: build(extra)?,
-            location: Regex::new(LOCATION).expect("the location pattern is valid"),
+            continuation: Regex::new(CONTINUATION).expect("the continuation pattern is valid"),
+            frame: Regex::new(FRAME).expect("the frame pattern is valid"),
         })
     }
 
@@ -181,17 +196,43 @@ impl Patterns {
     }
 }
 
-/// A line that looks like the cause of a failure.
+/// A line that looks like the cause of a failure, with the lines around it that make it
+/// actionable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
     /// 1-based line number in the spill.
     pub line: u64,
     /// The line, whole.
     pub text: String,
-    /// The next line when it says where (`--> src/x.rs:3:4`), whole.
-    pub context: Option<String>,
+    /// Lines just before it that belong with it, whole: a Python exception's innermost frame
+    /// (`File "...", line N` and its source line), where the bug is.
+    pub before: Vec<String>,
+    /// Lines after it that belong with it, whole: the indented block that says where and why
+    /// (rustc's `-->` and its `expected ..., found ...` note, a sanitizer's `#0` frame,
+    /// valgrind's `at` lines, a Java stack's first frames).
+    pub after: Vec<String>,
     /// A root cause, not a restatement.
     pub strong: bool,
+    /// What it shares with other instances of the same error (see [`kind_of`]).
+    pub kind: u64,
+}
+
+impl Candidate {
+    /// Number of its first line, context included.
+    pub fn first_line(&self) -> u64 {
+        self.line - self.before.len() as u64
+    }
+}
+
+/// Why a kept candidate is kept, which decides which one goes when room runs out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// One of the first [`KEEP`].
+    First,
+    /// The first of its kind.
+    NewKind,
+    /// One of the latest: replaced by later ones.
+    Recent,
 }
 
 /// Finds candidates in a stream of normalised text.
@@ -201,10 +242,14 @@ pub struct Highlighter {
     /// The line in progress (its first [`CARRY_BYTES`]) and whether it was cut.
     carry: String,
     carry_cut: bool,
-    /// The last candidate waits for its next line, which may say where it happened.
-    wants_context: bool,
-    first: Vec<Candidate>,
-    last: VecDeque<Candidate>,
+    /// Lines of context the last kept candidate still takes, if they continue its block.
+    wants_after: usize,
+    /// The last few complete lines (each capped), for a candidate's context before it.
+    recent: VecDeque<String>,
+    /// Kept candidates in output order, each with why it is kept.
+    kept: VecDeque<(Candidate, Kept)>,
+    /// Kinds seen so far (at most [`KINDS_TRACKED`]).
+    kinds: HashSet<u64>,
     found: u64,
     /// Numbers of the candidate lines found since [`Highlighter::take_found_lines`].
     found_lines: Vec<u64>,
@@ -212,15 +257,27 @@ pub struct Highlighter {
     ended: u64,
 }
 
+/// Candidates kept because they are the first of their kind: a crowd of one error cannot push
+/// out the one unlike it.
+pub const KEEP_KINDS: usize = 32;
+/// Kinds remembered: past this many, a candidate's kind is no longer checked for newness.
+const KINDS_TRACKED: usize = 4096;
+/// Context lines kept after a candidate, and their bytes in all.
+const AFTER_LINES: usize = 6;
+const CONTEXT_BYTES: usize = 1024;
+/// Lines looked back on for a candidate's context before it.
+const BEFORE_LINES: usize = 3;
+
 impl Highlighter {
     pub fn new(patterns: Patterns) -> Highlighter {
         Highlighter {
             patterns,
             carry: String::new(),
             carry_cut: false,
-            wants_context: false,
-            first: Vec::new(),
-            last: VecDeque::new(),
+            wants_after: 0,
+            recent: VecDeque::new(),
+            kept: VecDeque::new(),
+            kinds: HashSet::new(),
             found: 0,
             found_lines: Vec::new(),
             ended: 0,
@@ -276,13 +333,10 @@ impl Highlighter {
         into.append(&mut self.found_lines);
     }
 
-    /// The kept candidates, in output order.
+    /// The kept candidates, in output order: the first [`KEEP`], the first of each kind (up to
+    /// [`KEEP_KINDS`]) and the last [`KEEP`].
     pub fn candidates(&self) -> Vec<&Candidate> {
-        let newest_first = self.first.last().map_or(0, |c| c.line);
-        self.first
-            .iter()
-            .chain(self.last.iter().filter(|c| c.line > newest_first))
-            .collect()
+        self.kept.iter().map(|(c, _)| c).collect()
     }
 
     /// The patterns in use.
@@ -307,17 +361,22 @@ impl Highlighter {
     fn end_carried_line(&mut self, number: u64) {
         let line = std::mem::take(&mut self.carry);
         let cut = std::mem::replace(&mut self.carry_cut, false);
-        self.take_context(&line, cut);
+        self.take_after(&line, cut);
         if !cut && self.patterns.any.is_match(&line) {
-            self.found_at(number, &line);
+            let before = self.before_context(&[]);
+            self.found_at(number, &line, before);
         }
+        self.remember(std::iter::once(line.as_str()));
     }
 
     /// Scans complete lines (`text` ends with a newline or is empty), `ended` lines having
     /// ended before them.
     fn scan(&mut self, text: &str, mut ended: u64) {
-        if let Some(first_end) = text.find('\n') {
-            self.take_context(&text[..first_end], false);
+        let mut from = 0;
+        while self.wants_after > 0 && from < text.len() {
+            let len = text[from..].find('\n').unwrap_or(text.len() - from);
+            self.take_after(&text[from..from + len], false);
+            from += len + 1;
         }
         let mut counted = 0; // bytes of `text` whose newlines are in `ended`
         for start in self.candidate_lines(text) {
@@ -329,9 +388,56 @@ impl Highlighter {
                 ended +=
                     memchr::memchr_iter(b'\n', &text.as_bytes()[counted..start]).count() as u64;
                 counted = start;
-                self.found_at(ended + 1, &text[start..end]);
-                self.take_following_context(text, end);
+                let before = self.before_context(&lines_before(text, start));
+                self.found_at(ended + 1, &text[start..end], before);
+                self.take_following(text, end + 1);
             }
+        }
+        self.remember(lines_before(text, text.len()).into_iter());
+    }
+
+    /// Remembers the last lines of `lines` (in order) for the context of a later candidate.
+    fn remember<'a>(&mut self, lines: impl Iterator<Item = &'a str>) {
+        for line in lines {
+            if self.recent.len() == BEFORE_LINES {
+                self.recent.pop_front();
+            }
+            self.recent
+                .push_back(cut_at(line, MAX_HIGHLIGHT_BYTES).to_string());
+        }
+    }
+
+    /// The context before a candidate: its innermost frame when the lines before it (`nearest`,
+    /// in order, then the remembered ones before those) end with one.
+    fn before_context(&self, nearest: &[&str]) -> Vec<String> {
+        let lines: Vec<&str> = self
+            .recent
+            .iter()
+            .map(String::as_str)
+            .chain(nearest.iter().copied())
+            .collect();
+        let lines = &lines[lines.len().saturating_sub(BEFORE_LINES)..];
+        let Some(frame) = lines.iter().rposition(|l| self.patterns.frame.is_match(l)) else {
+            return Vec::new();
+        };
+        // Only the frame's own lines: its source line and carets, indented.
+        if !lines[frame + 1..]
+            .iter()
+            .all(|l| l.starts_with([' ', '\t']))
+        {
+            return Vec::new();
+        }
+        lines[frame..].iter().map(|l| l.to_string()).collect()
+    }
+
+    /// Offers the lines of `text` from byte `from` on as context of the last candidate.
+    fn take_following(&mut self, text: &str, mut from: usize) {
+        while self.wants_after > 0 && from < text.len() {
+            let Some(len) = text[from..].find('\n') else {
+                return;
+            };
+            self.take_after(&text[from..from + len], false);
+            from += len + 1;
         }
     }
 
@@ -370,55 +476,90 @@ impl Highlighter {
         starts
     }
 
-    /// Offers the line after the one ending at `end` as context, if it is in `text`.
-    fn take_following_context(&mut self, text: &str, end: usize) {
-        if self.wants_context
-            && let Some(len) = text[end + 1..].find('\n')
-        {
-            self.take_context(&text[end + 1..end + 1 + len], false);
-        }
-    }
-
-    fn found_at(&mut self, line: u64, text: &str) {
+    fn found_at(&mut self, line: u64, text: &str, before: Vec<String>) {
         self.found += 1;
         self.found_lines.push(line);
-        self.wants_context = false;
+        self.wants_after = 0;
         if text.len() > MAX_HIGHLIGHT_BYTES {
             return;
         }
-        let candidate = Candidate {
-            line,
-            text: text.to_string(),
-            context: None,
-            strong: !self.patterns.is_weak(text),
-        };
-        if self.first.len() < KEEP {
-            self.first.push(candidate);
+        let kind = kind_of(text);
+        let new_kind = self.kinds.len() < KINDS_TRACKED && self.kinds.insert(kind);
+        let strong = !self.patterns.is_weak(text);
+        let count = |k: Kept| self.kept.iter().filter(|(_, why)| *why == k).count();
+        let why = if count(Kept::First) < KEEP {
+            Kept::First
+        } else if new_kind && count(Kept::NewKind) < KEEP_KINDS {
+            Kept::NewKind
         } else {
-            if self.last.len() == KEEP {
-                self.last.pop_front();
+            Kept::Recent
+        };
+        if why == Kept::Recent && count(Kept::Recent) == KEEP {
+            let oldest = self.kept.iter().position(|(_, w)| *w == Kept::Recent);
+            if let Some(i) = oldest {
+                self.kept.remove(i);
             }
-            self.last.push_back(candidate);
         }
-        self.wants_context = true;
+        let before = if strong { before } else { Vec::new() };
+        self.kept.push_back((
+            Candidate {
+                line,
+                text: text.to_string(),
+                before,
+                after: Vec::new(),
+                strong,
+                kind,
+            },
+            why,
+        ));
+        self.wants_after = AFTER_LINES;
     }
 
-    /// Keeps `line` as the last candidate's context if it says where that happened.
-    fn take_context(&mut self, line: &str, cut: bool) {
-        if !std::mem::replace(&mut self.wants_context, false) || cut {
+    /// Keeps `line` as context of the last candidate if it continues its block.
+    fn take_after(&mut self, line: &str, cut: bool) {
+        if self.wants_after == 0 {
             return;
         }
-        if line.len() > MAX_HIGHLIGHT_BYTES || !self.patterns.location.is_match(line) {
+        let Some((candidate, _)) = self.kept.back_mut() else {
+            self.wants_after = 0;
             return;
-        }
-        let last = match self.last.back_mut() {
-            Some(c) => Some(c),
-            None => self.first.last_mut(),
         };
-        if let Some(candidate) = last {
-            candidate.context = Some(line.to_string());
+        let bytes: usize = candidate.after.iter().map(String::len).sum();
+        if cut
+            || bytes + line.len() > CONTEXT_BYTES
+            || line.trim().is_empty()
+            || !self.patterns.continuation.is_match(line)
+        {
+            self.wants_after = 0;
+            return;
         }
+        candidate.after.push(line.to_string());
+        self.wants_after -= 1;
     }
+}
+
+/// The lines of `text` before byte `end` (a line start), at most [`BEFORE_LINES`], in order.
+fn lines_before(text: &str, end: usize) -> Vec<&str> {
+    let mut lines: Vec<&str> = text[..end]
+        .strip_suffix('\n')
+        .unwrap_or(&text[..end])
+        .rsplit('\n')
+        .take(BEFORE_LINES)
+        .collect();
+    if end == 0 {
+        lines.clear();
+    }
+    lines.reverse();
+    lines
+}
+
+/// `line` cut to at most `max` bytes, at a character boundary.
+fn cut_at(line: &str, max: usize) -> &str {
+    let mut end = line.len().min(max);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    &line[..end]
 }
 
 /// What a highlighter found: the kept candidates, in output order, and how many there were.
@@ -471,10 +612,7 @@ mod tests {
         assert_eq!(numbers, [3, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
         let weak: Vec<u64> = got.iter().filter(|c| !c.2).map(|c| c.0).collect();
         assert_eq!(weak, [12, 13]);
-        assert_eq!(
-            found(&[text])[0].context.as_deref(),
-            Some("  --> src/lib.rs:3:5")
-        );
+        assert_eq!(found(&[text])[0].after, ["  --> src/lib.rs:3:5"]);
     }
 
     /// Every line the patterns match must hold a prefilter hit, or it would never be tried.
@@ -517,7 +655,31 @@ mod tests {
             assert!(Patterns::defaults().is_match(line), "{line}");
             assert!(prefilter_covers(line), "{line}");
         }
-        assert!(!Patterns::defaults().is_match("2026-11-21T09:51:14Z ERROR worker-3 retrying"));
+        for line in [
+            "2026-11-21T09:51:14Z ERROR worker-3 retrying",
+            "Error: ENOENT: no such file or directory, open 'x.json'",
+            "ERROR: Could not find a version that satisfies the requirement nope",
+            "fatal: not a git repository (or any of the parent directories): .git",
+            "tests/test_a.py::test_b FAILED                               [ 50%]",
+            "E   AssertionError: assert 1 == 2",
+            "Segmentation fault (core dumped)",
+            "bash: line 1: 4242 Killed                  ./hog",
+            "==4242== Invalid read of size 8",
+            "==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000014",
+            "ts=2026-11-21 level=error msg=\"db down\"",
+        ] {
+            assert!(Patterns::defaults().is_match(line), "{line}");
+            assert!(prefilter_covers(line), "{line}");
+        }
+        for line in [
+            "test result: ok. 12 passed; 0 failed",
+            "tests/test_a.py::test_b PASSED                               [ 50%]",
+            "0 errors, 0 warnings",
+            "==4242== HEAP SUMMARY:",
+            "Killed 3 stale workers",
+        ] {
+            assert!(!Patterns::defaults().is_match(line), "{line}");
+        }
     }
 
     proptest::proptest! {

@@ -11,9 +11,14 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::HashSet;
+
 use crate::capture::{CaptureView, SpillCap, SpillProblem};
+use crate::highlight::kind_of;
 use crate::outline::{Fold, Segment};
 
+#[cfg(test)]
+mod needle_tests;
 mod pick;
 mod unfold;
 use pick::{Highlight, choose_highlights};
@@ -566,6 +571,7 @@ fn select_ends_and_highlights(
         &omitted,
         max_lines / HIGHLIGHT_SHARE,
         max_bytes / HIGHLIGHT_SHARE,
+        &shown_kinds(view, &first),
     );
     if chosen.is_empty() {
         return first;
@@ -589,6 +595,18 @@ fn select_ends_and_highlights(
         .filter(|h| still_omitted.contains(&h.first) && still_omitted.contains(&h.last))
         .collect();
     selection
+}
+
+/// The kinds of the candidate lines a selection shows.
+fn shown_kinds(view: &CaptureView<'_>, s: &Selection) -> HashSet<u64> {
+    let Some(patterns) = view.highlights else {
+        return HashSet::new();
+    };
+    s.segments()
+        .flat_map(shown_lines_of)
+        .filter(|line| patterns.is_match(line))
+        .map(kind_of)
+        .collect()
 }
 
 /// Chooses the segments each end shows within the budget. The outline has folded the whole

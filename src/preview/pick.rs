@@ -1,9 +1,19 @@
 //! Which lines from the omitted part of an output a preview carries as highlights: the
 //! candidates the highlighter found, chosen within a share of the budget.
+//!
+//! When candidates are everywhere (500 errors of one kind and the root cause once among
+//! them), picking the first and the last would show the crowd and hide the needle. So the
+//! choice is for information: first one candidate of each kind that neither the shown ends
+//! nor an earlier pick already shows (strong ones before weak ones, in output order), then the
+//! rest spread over the omitted part. Each is shown as a block with the context that makes it
+//! actionable (see [`Candidate`]), cut back to the line alone when the block does not fit.
 
-use crate::highlight::Findings;
+use std::collections::HashSet;
+use std::ops::RangeInclusive;
 
-/// A highlighted line (and the location line after it), whole, with its spill line numbers.
+use crate::highlight::{Candidate, Findings};
+
+/// A highlighted block of lines, whole, with its spill line numbers.
 #[derive(Debug, Clone)]
 pub(super) struct Highlight {
     pub(super) first: u64,
@@ -12,49 +22,101 @@ pub(super) struct Highlight {
     pub(super) text: String,
 }
 
-/// Picks highlights among the candidates in `omitted` within the budget: strong ones before
-/// weak ones, and in each group the first, the last, then evenly spread ones.
+/// What the highlights may still take.
+struct Budget {
+    lines: usize,
+    bytes: usize,
+}
+
+/// Picks highlights among the candidates in `omitted` within the budget, preferring kinds not
+/// in `shown` (the kinds of the candidate lines the preview shows anyway).
 pub(super) fn choose_highlights(
     findings: &Findings,
-    omitted: &std::ops::RangeInclusive<u64>,
+    omitted: &RangeInclusive<u64>,
     max_lines: usize,
     max_bytes: usize,
+    shown: &HashSet<u64>,
 ) -> Vec<Highlight> {
-    let inside: Vec<_> = findings
+    let inside: Vec<&Candidate> = findings
         .candidates
         .iter()
         .filter(|c| omitted.contains(&c.line))
         .collect();
-    let (strong, weak): (Vec<_>, Vec<_>) = inside.into_iter().partition(|c| c.strong);
+    let mut budget = Budget {
+        lines: max_lines,
+        bytes: max_bytes,
+    };
     let mut chosen: Vec<Highlight> = Vec::new();
-    let (mut lines, mut bytes) = (0, 0);
-    for candidate in spread(&strong).into_iter().chain(spread(&weak)) {
-        let mut text = format!("{}\n", candidate.text);
-        let mut last = candidate.line;
-        if let Some(context) = &candidate.context
-            && omitted.contains(&(candidate.line + 1))
-        {
-            text.push_str(context);
-            text.push('\n');
-            last += 1;
+    let mut kinds = shown.clone();
+    for strong in [true, false] {
+        for &c in inside.iter().filter(|c| c.strong == strong) {
+            if !kinds.contains(&c.kind) && take(c, omitted, &mut budget, &mut chosen) {
+                kinds.insert(c.kind);
+            }
         }
-        let overlaps = chosen
-            .iter()
-            .any(|h| h.first <= last && candidate.line <= h.last);
-        let size = (last - candidate.line + 1) as usize;
-        if overlaps || lines + size > max_lines || bytes + text.len() > max_bytes {
-            continue;
-        }
-        lines += size;
-        bytes += text.len();
-        chosen.push(Highlight {
-            first: candidate.line,
-            last,
-            text,
-        });
+    }
+    let (strong, weak): (Vec<&Candidate>, Vec<&Candidate>) =
+        inside.into_iter().partition(|c| c.strong);
+    for c in spread(&strong).into_iter().chain(spread(&weak)) {
+        take(c, omitted, &mut budget, &mut chosen);
     }
     chosen.sort_by_key(|h| h.first);
     chosen
+}
+
+/// Adds `c` as a block (or, when that does not fit, as its line alone) unless it overlaps a
+/// chosen one or nothing of it fits.
+fn take(
+    c: &Candidate,
+    omitted: &RangeInclusive<u64>,
+    budget: &mut Budget,
+    chosen: &mut Vec<Highlight>,
+) -> bool {
+    for block in [block(c, omitted, true), block(c, omitted, false)] {
+        let lines = (block.last - block.first + 1) as usize;
+        let overlaps = chosen
+            .iter()
+            .any(|h| h.first <= block.last && block.first <= h.last);
+        if overlaps {
+            continue;
+        }
+        if lines <= budget.lines && block.text.len() <= budget.bytes {
+            budget.lines -= lines;
+            budget.bytes -= block.text.len();
+            chosen.push(block);
+            return true;
+        }
+    }
+    false
+}
+
+/// `c` with its context (as far as it lies in `omitted`) or without.
+fn block(c: &Candidate, omitted: &RangeInclusive<u64>, with_context: bool) -> Highlight {
+    let (mut first, mut text) = (c.line, String::new());
+    if with_context {
+        for (k, line) in c.before.iter().enumerate() {
+            let number = c.first_line() + k as u64;
+            if omitted.contains(&number) {
+                first = first.min(number);
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+    }
+    text.push_str(&c.text);
+    text.push('\n');
+    let mut last = c.line;
+    if with_context {
+        for line in &c.after {
+            if !omitted.contains(&(last + 1)) {
+                break;
+            }
+            last += 1;
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    Highlight { first, last, text }
 }
 
 /// `items` in the order a short list should take them: the first, the last, then the middles

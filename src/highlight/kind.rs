@@ -1,0 +1,126 @@
+//! The *kind* of a candidate line: what stays the same between instances of one error, so a
+//! preview can tell the 300th `TS7006` from the one `TS2307` that caused them.
+//!
+//! A line's kind is the line with what varies between instances left out: numbers that stand
+//! alone (line and column numbers, counts, addresses), quoted names, and locations (tokens that
+//! hold a path separator or read `file.ext:12`). Numbers glued to letters stay, since they
+//! name things (`TS7006`, `E0308`, `sha256`). The result is hashed: kinds are only compared.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+/// The kind of `line`.
+pub fn kind_of(line: &str) -> u64 {
+    let unquoted = without_quotes(line);
+    let mut key = String::with_capacity(unquoted.len().min(256));
+    for (i, token) in unquoted.split_whitespace().enumerate() {
+        if i > 0 {
+            key.push(' ');
+        }
+        if is_location(token) {
+            key.push('@');
+        } else {
+            push_token(&mut key, token);
+        }
+    }
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
+}
+
+/// `line` with each quoted part (`'x'`, `"x"`, `` `x` ``) as one `Q`.
+fn without_quotes(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find(['\'', '"', '`']) {
+        let quote = rest.as_bytes()[at] as char;
+        out.push_str(&rest[..at]);
+        match rest[at + 1..].find(quote) {
+            Some(len) => {
+                out.push('Q');
+                rest = &rest[at + 1 + len + 1..];
+            }
+            None => {
+                out.push(quote);
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A path (`src/a.ts(3,1):`, `/usr/lib/x.so`) or a `file.ext:LINE` location.
+fn is_location(token: &str) -> bool {
+    if token.contains('/') || token.contains('\\') {
+        return true;
+    }
+    let bytes = token.as_bytes();
+    // `name.ext:12` or `name.ext(12`: a dot, letters, then `:` or `(` and a digit.
+    bytes.windows(3).enumerate().any(|(i, w)| {
+        (w[0] == b':' || w[0] == b'(')
+            && w[1].is_ascii_digit()
+            && token[..i].rsplit_once('.').is_some_and(|(name, ext)| {
+                !name.is_empty()
+                    && !ext.is_empty()
+                    && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+            })
+            && w[2] != b'.'
+    })
+}
+
+/// Appends `token` with its free-standing numbers and hex addresses as `0`.
+fn push_token(key: &mut String, token: &str) {
+    let mut chars = token.char_indices().peekable();
+    let mut prev_alpha = false;
+    while let Some((at, c)) = chars.next() {
+        if c.is_ascii_digit() && !prev_alpha {
+            let hex = token[at..].starts_with("0x");
+            while chars.peek().is_some_and(|&(_, d)| {
+                d.is_ascii_digit() || (hex && (d.is_ascii_hexdigit() || d == 'x'))
+            }) {
+                chars.next();
+            }
+            key.push('0');
+            prev_alpha = false;
+            continue;
+        }
+        prev_alpha = c.is_alphabetic() || (prev_alpha && c.is_ascii_digit());
+        key.push(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instances_of_one_error_share_a_kind() {
+        assert_eq!(
+            kind_of("src/a.ts(12,5): error TS7006: Parameter 'x' implicitly has an 'any' type."),
+            kind_of(
+                "src/lib/b.ts(3,41): error TS7006: Parameter 'value' implicitly has an 'any' type."
+            )
+        );
+        assert_eq!(
+            kind_of("==4242== Invalid read of size 8"),
+            kind_of("==17== Invalid read of size 4")
+        );
+        assert_eq!(
+            kind_of("main.c:34:14: error: no member named 'len' in 'struct s'"),
+            kind_of("util.c:3:1: error: no member named 'cap' in 'struct t'")
+        );
+    }
+
+    #[test]
+    fn different_errors_have_different_kinds() {
+        let ts7006 =
+            kind_of("src/a.ts(12,5): error TS7006: Parameter 'x' implicitly has an 'any' type.");
+        let ts2307 = kind_of("src/a.ts(1,20): error TS2307: Cannot find module 'lodash'.");
+        assert_ne!(ts7006, ts2307);
+        assert_ne!(
+            kind_of("error[E0308]: mismatched types"),
+            kind_of("error[E0425]: mismatched types")
+        );
+        assert_ne!(kind_of("ValueError: bad"), kind_of("KeyError: bad"));
+    }
+}
