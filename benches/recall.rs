@@ -7,6 +7,11 @@
 //! do), and spillway's default (`both` with highlights), at the default budget (2000 lines /
 //! 50 KiB) and a tight one (100 lines / 4 KiB).
 //!
+//! Each cell also says how much of the binding limit the shown lines use, how many of the
+//! preview's markers say what is not so (checked against the text: a repeat over lines that
+//! differ, a similar run over lines that differ in more than numbers, an omission whose count
+//! is wrong; must be 0) and the notice's size.
+//!
 //! Run: `cargo bench --bench recall -- PATH/TO/CORPUS`.
 
 use std::error::Error;
@@ -91,8 +96,11 @@ fn main() -> Result<(), Box<dyn Error>> {
                 } else {
                     "NO"
                 };
+                let used = budget_used(&preview, lines, bytes);
+                let false_markers = false_markers(&preview, text);
+                let notice = notice_bytes(&preview);
                 row.push_str(&format!(
-                    " {mark} ({found}/{}, {} B) |",
+                    " {mark} ({found}/{}, {} B, used {used} %, false markers {false_markers}, notice {notice} B) |",
                     case.key_lines.len(),
                     preview.content.len()
                 ));
@@ -129,4 +137,78 @@ fn preview(text: &str, mode: Mode, lines: u64, bytes: u64) -> Result<Preview, Bo
     capture.write(text);
     capture.finish();
     Ok(Preview::build(&capture.view(), mode.direction, &CliSteps))
+}
+
+/// The preview's lines before its notice.
+fn body(p: &Preview) -> &str {
+    match p.content.rfind("\n\n[spillway: ") {
+        Some(at) if p.truncated => &p.content[..at + 1],
+        _ => &p.content,
+    }
+}
+
+fn is_marker(line: &str) -> bool {
+    line.starts_with("[... ") || line.starts_with("[at line ")
+}
+
+/// The larger share of the two limits that the shown output lines use, in percent.
+fn budget_used(p: &Preview, max_lines: u64, max_bytes: u64) -> u64 {
+    let shown: Vec<&str> = body(p)
+        .split_inclusive('\n')
+        .filter(|l| !is_marker(l))
+        .collect();
+    let bytes: usize = shown.iter().map(|l| l.len()).sum();
+    (shown.len() as u64 * 100 / max_lines).max(bytes as u64 * 100 / max_bytes)
+}
+
+fn notice_bytes(p: &Preview) -> usize {
+    p.content.len() - body(p).len()
+}
+
+/// Markers that say what is not so, checked against the whole text.
+fn false_markers(p: &Preview, text: &str) -> usize {
+    let spill: Vec<&str> = text.split('\n').collect();
+    let line = |n: u64| spill.get(n as usize - 1).copied().unwrap_or_default();
+    let numbers = |s: &str| -> Vec<u64> {
+        s.split(|c: char| !c.is_ascii_digit())
+            .filter_map(|t| t.parse().ok())
+            .collect()
+    };
+    let mut wrong = 0;
+    for marker in body(p).lines().filter(|l| l.starts_with("[... ")) {
+        let ok = if let Some(rest) = marker.strip_prefix("[... repeated ") {
+            match numbers(rest)[..] {
+                [count, a, b] => count == b - a + 1 && (a..=b).all(|k| line(k) == line(a)),
+                _ => false,
+            }
+        } else if marker.contains(" similar lines, lines ") {
+            match numbers(marker)[..] {
+                [count, a, b] if a > 1 => {
+                    count == b - a + 1
+                        && (a..=b + 1).all(|k| skeleton(line(k)) == skeleton(line(a - 1)))
+                }
+                _ => false,
+            }
+        } else if marker.contains(" omitted (lines ") {
+            match numbers(marker.split(';').next().unwrap_or_default())[..] {
+                [count, a, b, ..] => count == b - a + 1,
+                _ => false,
+            }
+        } else {
+            true
+        };
+        wrong += usize::from(!ok);
+    }
+    wrong
+}
+
+/// A line with each run of digits as `#`.
+fn skeleton(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if !(c.is_ascii_digit() && out.ends_with('#')) {
+            out.push(if c.is_ascii_digit() { '#' } else { c });
+        }
+    }
+    out
 }
