@@ -126,3 +126,68 @@ proptest! {
         prop_assert_eq!(v.findings.found, w.findings.found);
     }
 }
+
+/// Lines of a log: runs of one line, runs of lines alike but for their numbers, lines all
+/// different, and now and then one too long for a small budget.
+fn log_line_runs() -> impl Strategy<Value = String> {
+    let run = prop_oneof![
+        3 => ("[a-z ]{12,40}", 1usize..60).prop_map(|(line, n)| format!("{line}\n").repeat(n)),
+        3 => ("[a-z ]{12,40}", 1usize..300).prop_map(|(words, n)| {
+            (0..n).map(|i| format!("{words} {i} took {}ms\n", i * 7 % 1000)).collect()
+        }),
+        3 => prop::collection::vec("[a-zA-Z ]{0,60}", 1..40)
+            .prop_map(|lines| lines.iter().map(|l| format!("{l}\n")).collect()),
+        1 => (200usize..4000).prop_map(|n| format!("{}\n", "x".repeat(n))),
+        1 => Just("error[E0308]: mismatched types\n --> src/a.rs:1:2\n".to_string()),
+    ];
+    prop::collection::vec(run, 1..12).prop_map(|runs| runs.concat())
+}
+
+#[test]
+fn previews_through_the_daemon_hold_rules_one_to_three_and_five() {
+    use crate::helper::daemon::TestDaemon;
+    use proptest::test_runner::{Config, TestRunner};
+    use spillway::preview::Preview;
+
+    let daemon = TestDaemon::start();
+    let input_dir = tempfile::tempdir().unwrap();
+    let mut runner = TestRunner::new(Config::with_cases(24));
+    let strategy = (log_line_runs(), 4u64..200, 200u64..20_000, direction());
+    runner
+        .run(&strategy, |(text, max_lines, max_bytes, dir)| {
+            let file = input_dir.path().join("output.txt");
+            std::fs::write(&file, &text).unwrap();
+            let direction = format!("{dir:?}").to_lowercase();
+            let out = daemon.run(&[
+                "--json",
+                "--no-tty",
+                "--max-lines",
+                &max_lines.to_string(),
+                "--max-bytes",
+                &max_bytes.to_string(),
+                "--direction",
+                &direction,
+                "--",
+                "cat",
+                file.to_str().unwrap(),
+            ]);
+            let p: Preview = serde_json::from_slice(&out.stdout).expect("the exit event");
+            if !p.truncated {
+                prop_assert_eq!(&p.content, &text);
+                return Ok(());
+            }
+            let spill = std::fs::read_to_string(p.spill_path.as_ref().unwrap()).unwrap();
+            prop_assert_eq!(&spill, &text);
+            let limits = Limits::new(max_lines, max_bytes).unwrap();
+            crate::invariants::truncated_preview(&p, &spill, dir, limits, None);
+            let notice = &p.content[p.content.rfind("\n\n[spillway: ").unwrap() + 2..];
+            let path = p.spill_path.as_deref().unwrap();
+            prop_assert!(
+                notice.len() <= 600 + 3 * path.len().saturating_sub(76),
+                "{}",
+                notice
+            );
+            Ok(())
+        })
+        .unwrap();
+}

@@ -310,18 +310,7 @@ pub fn engine(case: &EngineCase<'_>) {
         assert_eq!(p.omitted_lines, 0);
         return;
     }
-    let shown = check_shown(p, &r.spill, case.direction, (max_lines, max_bytes));
-    let cut = check_markers(p, &r.spill);
-    assert!(cut <= p.omitted_lines);
-    // A token budget small enough to leave no whole line may leave no room for both ends.
-    if !(p.truncated_by == Some(LimitKind::Tokens) && p.shown.is_empty()) {
-        check_ends(p, &r.spill, case.direction, (max_lines, max_bytes));
-    }
-    // A similar run is folded to two lines only while the budget has no room to open it.
-    let similar_fold = p.content.contains(" similar lines, lines ");
-    if case.max_tokens.is_none() && (cut > 0 || similar_fold) {
-        check_fill(p, &r.spill, &shown, (max_lines, max_bytes));
-    }
+    let shown = truncated_preview(p, &r.spill, case.direction, case.limits, case.max_tokens);
     if let Some(n) = case.max_tokens {
         let tokens = spillway::tokens::count(&shown);
         assert!(tokens <= n, "{tokens} tokens shown, over the budget of {n}");
@@ -338,6 +327,32 @@ pub fn engine(case: &EngineCase<'_>) {
     );
     assert_eq!(same_path, p.content, "chunking changed the preview");
     assert_eq!(whole.preview.shown, p.shown);
+}
+
+/// Rules 1-3 of a truncated preview, checked against its spill: markers say only what is so,
+/// the ends are the output's own, and lines are cut only when the budget is spent. Returns
+/// the output text shown.
+pub fn truncated_preview(
+    p: &Preview,
+    spill: &str,
+    direction: Direction,
+    limits: Limits,
+    max_tokens: Option<usize>,
+) -> String {
+    let (max_lines, max_bytes) = (limits.max_lines() as u64, limits.max_bytes() as u64);
+    let shown = check_shown(p, spill, direction, (max_lines, max_bytes));
+    let cut = check_markers(p, spill);
+    assert!(cut <= p.omitted_lines);
+    // A token budget small enough to leave no whole line may leave no room for both ends.
+    if !(p.truncated_by == Some(LimitKind::Tokens) && p.shown.is_empty()) {
+        check_ends(p, spill, direction, (max_lines, max_bytes));
+    }
+    // A similar run is folded to two lines only while the budget has no room to open it.
+    let similar_fold = p.content.contains(" similar lines, lines ");
+    if max_tokens.is_none() && (cut > 0 || similar_fold) {
+        check_fill(p, spill, &shown, (max_lines, max_bytes));
+    }
+    shown
 }
 
 /// Checks the shown ranges and the partial line of a truncated preview against the spill
