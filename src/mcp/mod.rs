@@ -4,8 +4,8 @@
 //!
 //! It is a thin client of the daemon, started on demand as `spillway run` starts it: each
 //! tool call opens a connection ([`Connection::open`]), sends one protocol request and turns
-//! the answer into a tool result. A result's text is what the model reads; its structured
-//! content is the daemon's event (the whole result object). Anything that goes wrong (an
+//! the answer into a tool result. A result is text only, what the model reads (see [`success`]
+//! for why there is no structured content). Anything that goes wrong (an
 //! unknown id, a bad regex, an unreachable daemon) is a tool error whose text says what, so
 //! the model can correct itself; a command that exits non-zero is a normal result that says
 //! its exit code.
@@ -73,11 +73,15 @@ fn failure(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 
-/// A tool result: `text` for the model, `event` as its structured content.
-fn success(text: String, event: &impl Serialize) -> CallToolResult {
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = serde_json::to_value(event).ok();
-    result
+/// A tool result: `text` for the model, and nothing else.
+///
+/// No `structuredContent`: hosts differ in what they pass on when a result has both. Claude
+/// Code gives the model only `JSON.stringify(structuredContent)` (the preview would reach it
+/// as one JSON string full of `\n` escapes, or not at all were it left out of the structure),
+/// others pass both (every preview twice). The text already says everything a model acts on:
+/// the run's id, how it ended, the exit code and the next calls.
+fn success(text: String) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
 }
 
 /// The daemon's error as the model should read it: the message, which says what to do, and
@@ -125,11 +129,11 @@ fn run_result(event: Event) -> CallToolResult {
     match event {
         Event::Exit(mut exit) => {
             steps::reword(&mut exit.preview, &exit.id);
-            success(text::exit_text(&exit), &Event::Exit(exit))
+            success(text::exit_text(&exit))
         }
         Event::Running(mut running) => {
             steps::reword(&mut running.preview, &running.id);
-            success(text::running_text(&running), &Event::Running(running))
+            success(text::running_text(&running))
         }
         other => unexpected(&other),
     }
@@ -260,7 +264,7 @@ impl SpillwayMcp {
             max_bytes: None,
         };
         self.call("show", &request, |event| match event {
-            Event::Show(page) => success(text::show_text(&page), &page),
+            Event::Show(page) => success(text::show_text(&page)),
             other => unexpected(&other),
         })
         .await
@@ -283,7 +287,7 @@ impl SpillwayMcp {
             max_count: p.max_count,
         };
         self.call("grep", &request, |event| match event {
-            Event::Grep(found) => success(text::grep_text(&found, &p.pattern, context), &found),
+            Event::Grep(found) => success(text::grep_text(&found, &p.pattern, context)),
             other => unexpected(&other),
         })
         .await
@@ -324,7 +328,7 @@ impl SpillwayMcp {
             timeout_ms: None,
         };
         self.call("send", &request, |event| match event {
-            Event::Sent(sent) => success(text::sent_text(&sent), &sent),
+            Event::Sent(sent) => success(text::sent_text(&sent)),
             other => unexpected(&other),
         })
         .await
@@ -352,7 +356,7 @@ impl SpillwayMcp {
         match history_request(p) {
             Ok(request) => {
                 self.call("history", &request, |event| match event {
-                    Event::History(history) => success(text::history_text(&history), &history),
+                    Event::History(history) => success(text::history_text(&history)),
                     other => unexpected(&other),
                 })
                 .await
