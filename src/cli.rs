@@ -6,6 +6,7 @@
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -28,6 +29,7 @@ use crate::protocol::{
 };
 use crate::purge::PurgePolicy;
 use crate::read::{self, ReadRequest};
+use crate::redact::Redactor;
 use crate::spill::{DATA_DIR_ENV, DataDir};
 
 /// Exit code for spillway's own failures (bad flags, unreadable input), as `timeout(1)` uses.
@@ -100,6 +102,8 @@ struct McpArgs {
 
 #[derive(Debug, Args)]
 struct HistoryArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
     /// Only runs started within this long (e.g. 2h), or since this RFC 3339 time.
     #[arg(long, value_name = "WHEN", value_parser = parse_when)]
     since: Option<DateTime<Utc>>,
@@ -125,6 +129,8 @@ struct HistoryArgs {
 
 #[derive(Debug, Args)]
 struct ShowArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
     /// The run's id, as `run` and `history` print it.
     id: RunId,
     /// First line to print (1-based).
@@ -142,6 +148,8 @@ struct ShowArgs {
 
 #[derive(Debug, Args)]
 struct GrepArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
     /// The run's id.
     id: RunId,
     /// A regular expression (Rust regex syntax).
@@ -211,6 +219,8 @@ impl EndpointArgs {
 #[derive(Debug, Args)]
 struct RunArgs {
     #[command(flatten)]
+    redact: RedactFlag,
+    #[command(flatten)]
     limits: LimitArgs,
     /// Cap on this run's spill file (e.g. 100MiB) [default: the daemon's --max-spill].
     #[arg(long, value_name = "SIZE", value_parser = parse_spill_cap)]
@@ -275,6 +285,15 @@ struct RunArgs {
     command: Vec<String>,
 }
 
+/// `--no-redact`, on every command whose text a model may read.
+#[derive(Debug, Clone, Copy, Args)]
+pub(crate) struct RedactFlag {
+    /// Show credentials as they are. By default text that may reach a model has them replaced
+    /// by `[redacted: KIND]` (the spill file always keeps the original).
+    #[arg(long)]
+    pub(crate) no_redact: bool,
+}
+
 #[derive(Debug, Args)]
 struct DaemonArgs {
     #[command(flatten)]
@@ -301,6 +320,13 @@ struct DaemonArgs {
     /// before it is dropped (idle connections are kept).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
     client_timeout: Duration,
+    /// Send clients credentials as they are: no redaction for any request.
+    #[arg(long, env = "SPILLWAY_NO_REDACT", value_parser = clap::builder::FalseyValueParser::new())]
+    no_redact: bool,
+    /// Also redact what this regular expression matches (its group named `secret` if it has
+    /// one), as kind `custom` (repeatable).
+    #[arg(long = "redact", value_name = "REGEX")]
+    redact: Vec<String>,
 }
 
 fn parse_spill_cap(text: &str) -> Result<u64, String> {
@@ -344,6 +370,8 @@ pub(crate) fn parse_key_value(text: &str) -> Result<(String, String), String> {
 
 #[derive(Debug, Args)]
 struct TruncateArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
     #[command(flatten)]
     limits: LimitArgs,
     /// Which part of a long output to keep.
@@ -401,6 +429,8 @@ struct LimitArgs {
 
 #[derive(Debug, Args)]
 struct ReadArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
     /// The spill file.
     path: PathBuf,
     /// First line to print (1-based).
@@ -505,7 +535,10 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let max_tokens = args
         .max_tokens
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let preview = Preview::build_with(&capture.view(), args.direction, &CliSteps, max_tokens);
+    let mut preview = Preview::build_with(&capture.view(), args.direction, &CliSteps, max_tokens);
+    if !args.redact.no_redact {
+        preview.redact(Redactor::builtin());
+    }
     if let Some(spill) = &preview.spill_path
         && let Err(e) = register_truncated(&root, spill, &preview, started_at)
     {
@@ -530,7 +563,11 @@ fn read_spill(args: ReadArgs) -> Result<ExitCode> {
         limit: args.limit,
         max_bytes: args.max_bytes,
     };
-    let page = read::read_page(&args.path, &request)?;
+    let mut page = read::read_page(&args.path, &request)?;
+    let mut redactions = crate::redact::Counts::new();
+    if !args.redact.no_redact {
+        Redactor::builtin().redact_into(&mut page.text, &mut redactions);
+    }
     let mut out = io::stdout().lock();
     if page.total_lines == 0 {
         writeln!(out, "[{} is empty: 0 lines]", args.path.display())?;
@@ -538,6 +575,9 @@ fn read_spill(args: ReadArgs) -> Result<ExitCode> {
     out.write_all(page.text.as_bytes())?;
     if let Some(notice) = page.notice(|next| format!("--offset {next}")) {
         writeln!(out, "{notice}")?;
+    }
+    if let Some(line) = crate::redact::notice_line(&redactions) {
+        writeln!(out, "{line}")?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -555,6 +595,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         None => (Some(args.command), None),
     };
     let request = RunRequest {
+        no_redact: args.redact.no_redact,
         argv,
         shell,
         cwd: Some(cwd.to_string_lossy().into_owned()),
@@ -656,6 +697,7 @@ pub(crate) fn exit_code(exit: &ExitEvent) -> u8 {
 
 fn history(args: HistoryArgs) -> Result<ExitCode> {
     let request = HistoryRequest {
+        no_redact: args.redact.no_redact,
         since: args.since.map(|t| t.to_rfc3339()),
         until: args.until.map(|t| t.to_rfc3339()),
         status: args.status,
@@ -668,6 +710,7 @@ fn history(args: HistoryArgs) -> Result<ExitCode> {
 
 fn show(args: ShowArgs) -> Result<ExitCode> {
     let request = ShowRequest {
+        no_redact: args.redact.no_redact,
         id: args.id,
         offset: Some(args.offset),
         limit: Some(args.limit),
@@ -685,6 +728,7 @@ fn show(args: ShowArgs) -> Result<ExitCode> {
 
 fn grep(args: GrepArgs) -> Result<ExitCode> {
     let request = GrepRequest {
+        no_redact: args.redact.no_redact,
         id: args.id,
         pattern: args.pattern,
         ignore_case: args.ignore_case,
@@ -724,8 +768,18 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
         },
         max_spill: args.max_spill,
         client_timeout: args.client_timeout,
+        redactor: redactor(args.no_redact, &args.redact)?,
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The redaction rules a daemon or a local command applies: none with `--no-redact`, else the
+/// built-in ones and the user's.
+fn redactor(off: bool, extra: &[String]) -> Result<Option<Arc<Redactor>>> {
+    if off {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(Redactor::with_extra(extra)?)))
 }
 
 /// Logs to stderr; `SPILLWAY_LOG` takes a `tracing` filter (default `info`).

@@ -50,6 +50,8 @@ pub struct DaemonConfig {
     pub max_spill: u64,
     /// How long a client may take to finish a request line, and to take each event.
     pub client_timeout: Duration,
+    /// Redacts credentials from what clients are sent; None with `--no-redact`.
+    pub redactor: Option<std::sync::Arc<crate::redact::Redactor>>,
 }
 
 /// Most connections served at once...
@@ -334,6 +336,7 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         max_spill: config.max_spill,
         client_timeout: config.client_timeout,
         max_clients,
+        redactor: config.redactor.clone(),
     };
     let daemon = Arc::new(
         Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,

@@ -41,6 +41,7 @@ pub mod pty;
 pub mod purge;
 pub mod read;
 pub mod reaper;
+pub mod redact;
 pub mod scanner;
 pub mod server;
 pub mod snapshot;

@@ -11,7 +11,7 @@ use bytesize::ByteSize;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::{OutputArgs, exit_code, parse_duration, print_exit, status_line};
+use crate::cli::{OutputArgs, RedactFlag, exit_code, parse_duration, print_exit, status_line};
 use crate::client::Connection;
 use crate::ops::{ask, command_table, print_json, unexpected};
 use crate::protocol::{
@@ -66,6 +66,8 @@ impl LiveRunArgs {
 
 #[derive(Debug, Args)]
 pub struct WaitArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
     /// The run's id.
     id: RunId,
     /// Return a preview if the command is still running after this long (exit code 75);
@@ -107,6 +109,8 @@ pub struct SendArgs {
 
 #[derive(Debug, Args)]
 pub struct FollowArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
     /// The run's id.
     id: RunId,
     /// Start at this line (1-based) instead of the first.
@@ -127,6 +131,8 @@ pub struct PsArgs {
 
 #[derive(Debug, Args)]
 pub struct KillArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
     /// The run's id.
     id: RunId,
     /// The signal for the whole process group: a name (TERM, INT, KILL, HUP, ...) or a number.
@@ -202,6 +208,7 @@ fn running_line(r: &RunningEvent) -> String {
 
 pub fn wait(args: WaitArgs) -> Result<ExitCode> {
     let request = WaitRequest {
+        no_redact: args.redact.no_redact,
         id: args.id,
         yield_ms: args
             .yield_after
@@ -256,6 +263,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
 
 pub fn kill(args: KillArgs) -> Result<ExitCode> {
     let request = KillRequest {
+        no_redact: args.redact.no_redact,
         id: args.id,
         signal: Some(args.signal),
     };
@@ -277,6 +285,7 @@ fn end_line(exit: &ExitEvent) -> String {
 
 pub fn follow(args: FollowArgs) -> Result<ExitCode> {
     let request = FollowRequest {
+        no_redact: args.redact.no_redact,
         id: args.id,
         from_line: args.from_line,
     };

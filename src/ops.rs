@@ -18,6 +18,7 @@ use crate::index::RunRow;
 use crate::protocol::{
     Event, GrepRequest, HistoryRequest, PurgeRequest, RunStatus, ShowRequest, request_line,
 };
+use crate::redact::notice_line;
 
 /// Sends one request and returns its answer; an `error` event becomes an error.
 pub(crate) fn ask(endpoint: &Endpoint, op: &str, body: &impl Serialize) -> Result<Event> {
@@ -229,6 +230,9 @@ pub fn show(endpoint: &Endpoint, request: &ShowRequest, style: ShowStyle) -> Res
             page.first, page.last, page.total_lines
         )?;
     }
+    if let Some(line) = notice_line(&page.redactions) {
+        writeln!(out, "{line}")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -271,6 +275,9 @@ pub fn grep(endpoint: &Endpoint, request: &GrepRequest, json: bool) -> Result<Ex
             "[lines longer than {MAX_LINE_CHARS} characters were cut; see one whole with: spillway show {} --offset N --limit 1]",
             found.run.id
         )?;
+    }
+    if let Some(line) = notice_line(&found.redactions) {
+        writeln!(out, "{line}")?;
     }
     Ok(code)
 }

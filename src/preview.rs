@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use crate::capture::{CaptureView, SpillCap, SpillProblem};
 use crate::highlight::kind_of;
 use crate::outline::{Fold, Segment};
+use crate::redact::{Counts, Redactor, notice_line};
 
 #[cfg(test)]
 mod needle_tests;
@@ -91,6 +92,10 @@ pub struct Preview {
     /// left out of the JSON otherwise, so the documented shape stays exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spill_capped: Option<SpillCap>,
+    /// Secrets redacted from `content`, by kind (see [`Preview::redact`]); left out of the
+    /// JSON when none were.
+    #[serde(default, skip_serializing_if = "Counts::is_empty")]
+    pub redactions: Counts,
 }
 
 /// How a notice words the next step, so each front end can name the commands or tools its
@@ -139,6 +144,12 @@ impl CliSteps {
 
 /// What separates a preview's lines from its notice.
 const NOTICE_START: &str = "\n\n[spillway: ";
+
+/// Whether a line of a preview is one of its own markers (an omission, a fold, a highlight's
+/// place, a partial line's size), not a line of output.
+fn is_marker(line: &str) -> bool {
+    line.starts_with("[... ") || line.starts_with("[at line ")
+}
 
 /// How [`CliSteps::search`] starts.
 const SEARCH_START: &str = "grep -n -E '";
@@ -378,6 +389,7 @@ impl Preview {
                 omitted_lines: 0,
                 partial_line: None,
                 spill_capped: view.spill_capped,
+                redactions: Counts::new(),
             };
         }
         let (max_lines, max_bytes) = (limits.max_lines(), limits.max_bytes());
@@ -419,9 +431,40 @@ impl Preview {
             omitted_lines: view.total_lines - shown_lines,
             partial_line: selection.partial().map(|p| p.info),
             spill_capped: view.spill_capped,
+            redactions: Counts::new(),
         };
         preview.content = render(view, &selection, &preview, steps, offset);
         preview
+    }
+
+    /// Replaces the credentials in the shown text with `[redacted: KIND]` markers and says so
+    /// in one line at the end; the spill keeps the original. Each part between the preview's
+    /// own markers is redacted on its own (a key block cut by an omission is redacted up to
+    /// the marker, not through it), and the notice is left as it is.
+    ///
+    /// Runs on the bounded preview only, never on the whole output, so it costs the same
+    /// however much the command printed.
+    pub fn redact(&mut self, redactor: &Redactor) {
+        let (body, notice) = match self.content.rfind(NOTICE_START) {
+            Some(at) if self.truncated => self.content.split_at(at),
+            _ => (self.content.as_str(), ""),
+        };
+        let mut counts = Counts::new();
+        let body = redactor.redact_parts(body, is_marker, &mut counts);
+        let Some(line) = notice_line(&counts) else {
+            return;
+        };
+        let mut content = body;
+        content.push_str(notice);
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        content.push_str(&line);
+        content.push('\n');
+        self.content = content;
+        for (kind, n) in counts {
+            *self.redactions.entry(kind).or_default() += n;
+        }
     }
 
     /// Renumbers the fields from the view's lines to the spill's.

@@ -126,6 +126,22 @@ pub enum Request {
     Kill(KillRequest),
 }
 
+impl Request {
+    /// Whether this request asks for its answer's text unredacted.
+    pub fn no_redact(&self) -> bool {
+        match self {
+            Request::Run(r) => r.no_redact,
+            Request::Wait(r) => r.no_redact,
+            Request::Follow(r) => r.no_redact,
+            Request::Kill(r) => r.no_redact,
+            Request::History(r) => r.no_redact,
+            Request::Show(r) => r.no_redact,
+            Request::Grep(r) => r.no_redact,
+            _ => false,
+        }
+    }
+}
+
 /// The ops a request may name, for error messages.
 const OPS: &str = "run, ping, history, show, grep, stats, purge, wait, send, follow, ps, kill";
 
@@ -144,6 +160,10 @@ pub struct WaitRequest {
     /// Whose previews `new` counts (default: the empty name, shared by callers that give none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<String>,
+    /// Leave credentials in the text this answer carries (`[redacted: KIND]` otherwise);
+    /// the spill always keeps them. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_redact: bool,
 }
 
 /// `{"op": "send"}`: what to type.
@@ -177,6 +197,10 @@ pub struct FollowRequest {
     /// First line to send, 1-based (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_line: Option<u64>,
+    /// Leave credentials in the text this answer carries (`[redacted: KIND]` otherwise);
+    /// the spill always keeps them. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_redact: bool,
 }
 
 /// `{"op": "ps"}`.
@@ -196,6 +220,10 @@ pub struct KillRequest {
     /// A signal name (`TERM`, `SIGINT`, `kill`) or number; default `TERM`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    /// Leave credentials in the text this answer carries (`[redacted: KIND]` otherwise);
+    /// the spill always keeps them. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_redact: bool,
 }
 
 /// How a `run` streams its output while it goes on.
@@ -231,6 +259,10 @@ pub struct HistoryRequest {
     /// Most runs to list (default 50, at most 10000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// Leave credentials in the text this answer carries (`[redacted: KIND]` otherwise);
+    /// the spill always keeps them. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_redact: bool,
 }
 
 /// `{"op": "show"}`: a page of a run's spill.
@@ -247,6 +279,10 @@ pub struct ShowRequest {
     /// Most bytes (default 51200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<usize>,
+    /// Leave credentials in the text this answer carries (`[redacted: KIND]` otherwise);
+    /// the spill always keeps them. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_redact: bool,
 }
 
 /// `{"op": "grep"}`: a regex search in a run's spill.
@@ -264,6 +300,10 @@ pub struct GrepRequest {
     /// Most matches to report (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_count: Option<usize>,
+    /// Leave credentials in the text this answer carries (`[redacted: KIND]` otherwise);
+    /// the spill always keeps them. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_redact: bool,
 }
 
 /// `{"op": "purge"}`.
@@ -349,6 +389,10 @@ pub struct RunRequest {
     /// Most bytes the run's spill file takes, at most the daemon's own cap (its default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_spill: Option<u64>,
+    /// Leave credentials in the text this answer carries (`[redacted: KIND]` otherwise);
+    /// the spill always keeps them. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_redact: bool,
 }
 
 /// How a run ended.
@@ -512,6 +556,9 @@ pub struct ShowEvent {
     /// The line to ask for next, when lines remain.
     pub next_offset: Option<u64>,
     pub stopped_by_bytes: bool,
+    /// Secrets redacted from `text`, by kind; absent when none were.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redactions: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -520,6 +567,9 @@ pub struct GrepEvent {
     #[serde(flatten)]
     pub result: GrepResult,
     pub max_count: usize,
+    /// Secrets redacted from the lines, by kind; absent when none were.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redactions: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

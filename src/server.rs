@@ -19,6 +19,7 @@
 
 mod live;
 mod recorder;
+mod redaction;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -43,6 +44,7 @@ use crate::protocol::{
 };
 use crate::purge::{self, PurgePolicy};
 use crate::read::{self, ReadError, ReadRequest};
+use crate::redact::Redactor;
 use crate::spill::DataDir;
 use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
 
@@ -78,6 +80,7 @@ pub struct Daemon {
     max_spill: u64,
     client_timeout: Duration,
     max_clients: usize,
+    redactor: Option<Arc<Redactor>>,
     /// The runs in flight, until they have ended and been recorded.
     runs: Mutex<HashMap<RunId, Arc<RunEntry>>>,
     /// Runs that ended lately, oldest first, for late `wait`s (bounded).
@@ -103,6 +106,8 @@ pub struct Settings {
     pub client_timeout: Duration,
     /// Connections served at once; more are refused with an error.
     pub max_clients: usize,
+    /// Redacts credentials from what clients are sent (None: `--no-redact`).
+    pub redactor: Option<Arc<Redactor>>,
 }
 
 impl Daemon {
@@ -123,6 +128,7 @@ impl Daemon {
             max_spill: settings.max_spill,
             client_timeout: settings.client_timeout,
             max_clients: settings.max_clients,
+            redactor: settings.redactor,
             runs: Mutex::new(HashMap::new()),
             recent: Mutex::new(VecDeque::new()),
             deliveries: AtomicUsize::new(0),
@@ -423,7 +429,12 @@ async fn answer(
     if text.is_empty() {
         return Ok(());
     }
-    match parse_request(text) {
+    let request = parse_request(text);
+    write.redactor = match &request {
+        Ok(request) if !request.no_redact() => daemon.redactor.clone(),
+        _ => None,
+    };
+    match request {
         Err(error) => send(write, &Event::Error(error)).await,
         Ok(Request::Ping) => {
             let pong = Event::Pong(PongEvent {
@@ -566,6 +577,7 @@ async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
             _ => bad_request(e.to_string()),
         })?;
     Ok(Event::Show(Box::new(ShowEvent {
+        redactions: BTreeMap::new(),
         run,
         next_offset: page.has_more().then_some(page.last + 1),
         text: page.text,
@@ -596,6 +608,7 @@ async fn grep(r: GrepRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
         .map_err(|e| internal(format!("grep task failed: {e}")))?
         .map_err(|e| internal(e.to_string()))?;
     Ok(Event::Grep(Box::new(GrepEvent {
+        redactions: BTreeMap::new(),
         run,
         result,
         max_count,
@@ -618,16 +631,26 @@ async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
 pub(super) struct ClientWriter {
     half: OwnedWriteHalf,
     stall: Duration,
+    /// Redacts the text of what is sent, unless the request or the daemon turned it off.
+    redactor: Option<Arc<Redactor>>,
 }
 
 impl ClientWriter {
     fn new(half: OwnedWriteHalf, stall: Duration) -> ClientWriter {
-        ClientWriter { half, stall }
+        ClientWriter {
+            half,
+            stall,
+            redactor: None,
+        }
     }
 }
 
 async fn send(write: &mut ClientWriter, event: &Event) -> std::io::Result<()> {
-    let line = event.to_line();
+    let redacted = write
+        .redactor
+        .as_deref()
+        .and_then(|r| redaction::redacted(event, r));
+    let line = redacted.as_ref().unwrap_or(event).to_line();
     match tokio::time::timeout(write.stall, write.half.write_all(line.as_bytes())).await {
         Ok(written) => written,
         Err(_) => {

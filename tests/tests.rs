@@ -12,6 +12,7 @@ mod live;
 mod mcp;
 mod ops;
 mod read_cli;
+mod redaction;
 mod runaway;
 mod supervisor;
 mod truncate_cli;

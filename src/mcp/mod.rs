@@ -189,6 +189,7 @@ fn run_request(p: BashParams) -> Result<RunRequest, String> {
             .into_owned(),
     };
     Ok(RunRequest {
+        no_redact: false,
         argv: Some(vec!["bash".into(), "-c".into(), p.command]),
         shell: None,
         cwd: Some(cwd),
@@ -228,6 +229,7 @@ fn history_request(p: HistoryParams) -> Result<HistoryRequest, String> {
         .transpose()?
         .map(|t| t.to_rfc3339());
     Ok(HistoryRequest {
+        no_redact: false,
         since,
         until: None,
         status: p.status,
@@ -258,6 +260,7 @@ impl SpillwayMcp {
             Err(message) => return failure(message),
         };
         let request = ShowRequest {
+            no_redact: false,
             id,
             offset: p.offset,
             limit: p.limit,
@@ -280,6 +283,7 @@ impl SpillwayMcp {
         };
         let context = p.context.unwrap_or(0);
         let request = GrepRequest {
+            no_redact: false,
             id,
             pattern: p.pattern.clone(),
             ignore_case: p.ignore_case,
@@ -302,6 +306,7 @@ impl SpillwayMcp {
             millis(p.yield_seconds, "yield_seconds"),
         ) {
             (Ok(id), Ok(yield_ms)) => WaitRequest {
+                no_redact: false,
                 id,
                 yield_ms,
                 new: p.new_only.unwrap_or(true),
@@ -343,6 +348,7 @@ impl SpillwayMcp {
             Err(message) => return failure(message),
         };
         let request = KillRequest {
+            no_redact: false,
             id,
             signal: p.signal,
         };

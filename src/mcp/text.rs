@@ -8,6 +8,7 @@ use crate::index::RunRow;
 use crate::protocol::{
     ExitEvent, GrepEvent, HistoryEvent, RunId, RunStatus, RunningEvent, SentEvent, ShowEvent,
 };
+use crate::redact::notice_line;
 
 /// Seconds with one decimal, as the CLI prints durations under a minute.
 fn seconds(ms: u64) -> String {
@@ -64,6 +65,10 @@ pub fn running_text(running: &RunningEvent) -> String {
 /// A page of a spill, and where to go on.
 pub fn show_text(page: &ShowEvent) -> String {
     let mut text = page.text.clone();
+    if let Some(line) = notice_line(&page.redactions) {
+        text.push_str(&line);
+        text.push('\n');
+    }
     match page.next_offset {
         Some(next) => {
             let _ = write!(
@@ -121,6 +126,10 @@ pub fn grep_text(found: &GrepEvent, pattern: &str, context: usize) -> String {
         );
     }
     text.push(']');
+    if let Some(line) = notice_line(&found.redactions) {
+        text.push('\n');
+        text.push_str(&line);
+    }
     text
 }
 
@@ -189,6 +198,7 @@ mod tests {
             omitted_lines: 0,
             partial_line: None,
             spill_capped: None,
+            redactions: Default::default(),
         }
     }
 

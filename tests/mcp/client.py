@@ -70,6 +70,18 @@ async def main(binary):
             check(text_of(found).splitlines()[:2] == ["12345:12345", "199999:199999"], "grep_output", text_of(found))
             check("[2 matching lines]" in text_of(found), "grep says how many", text_of(found))
 
+            # Credentials never reach the model; the spill keeps them.
+            token = "ghp_" + "".join(chr(ord("A") + (i * 7) % 26) for i in range(36))
+            secret = await session.call_tool("bash", {"command": f"echo GITHUB_TOKEN={token}"})
+            check(token not in text_of(secret), "the token is redacted", text_of(secret))
+            check("GITHUB_TOKEN=[redacted: github-token]" in text_of(secret), "the redaction marker", text_of(secret))
+            check("1 secret redacted (github-token)" in text_of(secret), "the redaction is said", text_of(secret))
+            secret_id = re.search(r"\[spillway: run (\S+) exited", text_of(secret)).group(1)
+            page = await session.call_tool("read_output", {"id": secret_id})
+            check(token not in text_of(page) and "[redacted: github-token]" in text_of(page), "read_output redacts", text_of(page))
+            found = await session.call_tool("grep_output", {"id": secret_id, "pattern": "GITHUB"})
+            check(token not in text_of(found) and "[redacted: github-token]" in text_of(found), "grep_output redacts", text_of(found))
+
             # A failing command is a result, not an error.
             failed = await session.call_tool("bash", {"command": "echo oops >&2; exit 3"})
             check(not failed.is_error, "a non-zero exit is not a tool error", text_of(failed))
