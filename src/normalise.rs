@@ -1221,6 +1221,7 @@ mod tests {
                 "\u{9b}".as_bytes().to_vec(), b"\xc2".to_vec(), b"\xe2\x82".to_vec(),
                 b"\x80".to_vec(), b"\xff".to_vec(), b"\x1b]8;;http://x\x1b\\".to_vec(),
             ]),
+            2 => screen_piece(),
             2 => ("[<-?]?", prop::collection::vec(0u16..30, 0..3), "[ -/]?", "[@-~]").prop_map(
                 |(private, params, inter, fin)| {
                     let params: Vec<String> = params.iter().map(u16::to_string).collect();
@@ -1229,6 +1230,65 @@ mod tests {
             ),
             1 => prop::collection::vec(any::<u8>(), 1..6),
         ]
+    }
+
+    /// Sequences that hand over to the screen model, or act on it.
+    fn screen_piece() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            (0u16..8, 0u16..14, prop::sample::select(vec!["H", "f"]))
+                .prop_map(|(r, c, f)| format!("\x1b[{r};{c}{f}").into_bytes()),
+            (
+                0u16..4,
+                prop::sample::select(vec!["A", "B", "E", "F", "d", "L", "M", "S", "T"])
+            )
+                .prop_map(|(n, f)| format!("\x1b[{n}{f}").into_bytes()),
+            (0u16..5, 0u16..8).prop_map(|(t, b)| format!("\x1b[{t};{b}r").into_bytes()),
+            prop::sample::select(vec![
+                b"\x1b[2J".to_vec(),
+                b"\x1b[J".to_vec(),
+                b"\x1b[1J".to_vec(),
+                b"\x1b[?1049h".to_vec(),
+                b"\x1b[?1049l".to_vec(),
+                b"\x1b[?47h".to_vec(),
+                b"\x1b[?47l".to_vec(),
+                b"\x1b[?1047;25h".to_vec(),
+                b"\x1b[?7l".to_vec(),
+                b"\x1b[?7h".to_vec(),
+                b"\x1bM".to_vec(),
+                b"\x1bD".to_vec(),
+                b"\x1bE".to_vec(),
+                b"\x1bc".to_vec(),
+                b"\x1b7".to_vec(),
+                b"\x1b8".to_vec(),
+                b"\x1b[s".to_vec(),
+                b"\x1b[u".to_vec(),
+                b"\x1b[r".to_vec(),
+                b"\x1b[2P".to_vec(),
+                b"\x1b[3@".to_vec(),
+                b"\x1b[2X".to_vec(),
+                b"\x1b[K".to_vec(),
+            ]),
+        ]
+    }
+
+    /// Input that uses the screen model: plain text, line ends and screen sequences.
+    fn screen_input() -> impl Strategy<Value = Vec<u8>> {
+        let part = prop_oneof![
+            3 => "[ -~\t\u{e9}]{0,12}".prop_map(String::into_bytes),
+            2 => prop::sample::select(vec![b"\r\n".to_vec(), b"\n".to_vec(), b"\r".to_vec()]),
+            3 => screen_piece(),
+            1 => piece(),
+        ];
+        prop::collection::vec(part, 0..60).prop_map(|parts| parts.concat())
+    }
+
+    /// A small terminal, so that rows scroll off and wrap often.
+    fn small_terminal() -> impl Strategy<Value = NormaliseOptions> {
+        (1u16..12, 1u16..7).prop_map(|(cols, rows)| NormaliseOptions {
+            cols,
+            rows,
+            ..NormaliseOptions::default()
+        })
     }
 
     fn input() -> impl Strategy<Value = Vec<u8>> {
@@ -1320,6 +1380,72 @@ mod tests {
         ) {
             let text = lines.iter().fold(String::new(), |text, l| text + l + "\n") + &last;
             prop_assert_eq!(norm(text.as_bytes()), text);
+        }
+
+        #[test]
+        fn screen_mode_does_not_depend_on_chunking(
+            input in screen_input(),
+            opts in small_terminal(),
+            cuts in prop::collection::vec(any::<usize>(), 0..8),
+        ) {
+            let whole = normalise(&input, opts);
+            prop_assert_eq!(&chunked(&input, &cuts, opts), &whole);
+            let mut n = Normaliser::new(opts);
+            let (mut slow, mut newlines) = (String::new(), 0);
+            for byte in &input {
+                newlines += n.feed(std::slice::from_ref(byte), &mut slow);
+                prop_assert!(!n.pending_line().contains('\n'));
+            }
+            newlines += n.finish(&mut slow);
+            prop_assert_eq!(&slow, &whole);
+            prop_assert_eq!(newlines, count_newlines(&slow));
+        }
+
+        /// Whatever is printed, the screen model holds its grids (two while the alternate
+        /// screen is shown), the last frame and the cursor's row: rows x cols chars each.
+        #[test]
+        fn screen_memory_is_bounded(
+            input in screen_input(),
+            opts in small_terminal(),
+            repeat in 1usize..20,
+        ) {
+            let cells = usize::from(opts.cols) * usize::from(opts.rows);
+            // Chars of 4 bytes at most, a newline per row, and `String`'s doubling.
+            let bound = 2 * (2 * cells * 4 + 2 * cells * 4 + 2 * 4 * usize::from(opts.rows))
+                + 2 * 64;
+            let mut n = Normaliser::new(opts);
+            let mut out = String::new();
+            for _ in 0..repeat {
+                for chunk in input.chunks(7) {
+                    n.feed(chunk, &mut out);
+                    let held = n.term.display.screen_bytes();
+                    prop_assert!(held <= bound, "{} bytes held, bound {}", held, bound);
+                    prop_assert!(n.pending_len() <= DEFAULT_MAX_LINE_BYTES);
+                }
+                out.clear();
+            }
+        }
+
+        /// Plain text is unchanged by the screen model, before it and after it: once the screen
+        /// is cleared, or the alternate screen left, lines pass as they are again.
+        #[test]
+        fn plain_text_around_the_screen_is_unchanged(
+            before in prop::collection::vec("[ -~\u{a0}-\u{10ffff}]{0,40}", 0..6),
+            screen in screen_input(),
+            after in prop::collection::vec("[ -~\u{a0}-\u{10ffff}]{0,40}", 1..6),
+            alt in any::<bool>(),
+        ) {
+            let lines = |lines: &[String]| lines.iter().fold(String::new(), |t, l| t + l + "\n");
+            let (before, after) = (lines(&before), lines(&after));
+            let (open, close): (&[u8], &[u8]) = if alt {
+                (b"\x1b[?1049h", b"\x1b[?1049l\x1bc")
+            } else {
+                (b"\x1b[5;1H", b"\x1bc")
+            };
+            let input = [before.as_bytes(), open, &screen, close, after.as_bytes()].concat();
+            let out = norm(&input);
+            prop_assert!(out.starts_with(&before), "{:?}", out);
+            prop_assert!(out.ends_with(&after), "{:?}", out);
         }
     }
 }

@@ -13,5 +13,6 @@ mod mcp;
 mod ops;
 mod read_cli;
 mod runaway;
+mod screen;
 mod supervisor;
 mod truncate_cli;
