@@ -288,7 +288,7 @@ impl Display {
 
     /// Leaves the alternate screen: its frame is written out and the main screen comes back.
     fn leave_alt(&mut self, out: &mut String) {
-        if !self.screen.as_ref().is_some_and(|s| s.main.is_some()) {
+        if self.screen.as_ref().is_none_or(|s| s.main.is_none()) {
             return;
         }
         self.write_frame(out);
