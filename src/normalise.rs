@@ -1,8 +1,8 @@
 //! Terminal bytes -> clean text: what a person would have seen in a *scrolling* terminal.
 //!
 //! This module owns the whole conversion of the bytes a program wrote to a pseudo-terminal into
-//! plain text, streaming, with memory bounded by the line cap plus the chunk being fed. It runs
-//! in three stages:
+//! plain text, streaming, with memory bounded by the line cap and the screen's size plus the
+//! chunk being fed. It runs in three stages:
 //!
 //! 1. **UTF-8 repair** (`Utf8Repair`). Invalid bytes become U+FFFD exactly as
 //!    [`String::from_utf8_lossy`] would; an incomplete char at the end of a chunk is held back
@@ -19,9 +19,82 @@
 //!    ground (the fast path may take over), in its escape state, or collecting an OSC string
 //!    (which vte buffers without limit, so a long one restarts the parser).
 //!
-//! Both paths write through one set of cell operations (`Line`), so text behaves the same
-//! whichever path it takes. The line model: `\n` ends a line, `\r` and cursor moves change the
-//! column, writes overwrite, erases truncate or blank, and nothing wraps.
+//! Both paths write through one set of cell operations (`Display`), so text behaves the same
+//! whichever path it takes.
+//!
+//! # Two models: the line and the screen
+//!
+//! Most output is drawn by the **line model** (`line.rs`): `\n` ends a line, `\r` and cursor
+//! moves within the line change the column, writes overwrite, erases truncate or blank, and
+//! nothing wraps. It knows one line, so a progress bar redrawn with `\r` collapses to its last
+//! state, and plain lines go from the fast path straight to the output.
+//!
+//! A program that draws with cursor addressing (a dashboard, `top`, a pager, docker's or
+//! cargo-style multi-line progress, apt's progress row under a scroll region) puts text where a
+//! line cannot hold it. So `Display` (`display.rs`) hands over to the **screen model**
+//! (`screen.rs`), a grid of the terminal's size ([`NormaliseOptions::cols`] x
+//! [`NormaliseOptions::rows`], the daemon's PTY's: 200 x 50 by default), as soon as the program
+//! does what the line model cannot represent:
+//! - a move to another row: CUP (`H`, `f`) and VPA (`d`) to another row, cursor up (`A`, `F`)
+//!   from a row below the top, cursor down (`B`, `E`) from a row above the bottom, reverse index
+//!   (`ESC M`), restoring a cursor saved on another row; inserting, deleting or scrolling rows
+//!   (`L`, `M`, `S`, `T`);
+//! - a scroll region (DECSTBM, `r`) other than the whole screen;
+//! - the alternate screen (`?1049h`, `?1047h`, `?47h`).
+//!
+//! To know which row the line is on, the line model counts the lines it ended since it last
+//! knew (the start of the output, a cleared screen): a fresh terminal starts at the top, and
+//! the screen scrolls at the bottom. Moves within the line (`G`, `C`, `D`, `\r`, CUP to the
+//! same row) stay in the line model. When the screen takes over, the rows above the cursor
+//! hold lines already written out: the grid marks them *stale* (not kept, not written again
+//! unless drawn on), and the cursor's row gets the pending line.
+//!
+//! What the screen model writes out:
+//! - each row that scrolls off the top of the screen or of a scroll region, as it goes, as a
+//!   terminal's scrollback would keep it (a row autowrap continued is joined to the next, so a
+//!   long line stays one line);
+//! - a **frame** (the rows that hold text, top to bottom, trailing spaces and leading and
+//!   trailing blank rows left out) when the program clears the screen (ED 2, or a full reset
+//!   `ESC c`), leaves the alternate screen, or the output ends ([`Normaliser::finish`]).
+//!
+//! Redrawing rows in place writes nothing: a dashboard refreshed in place for ten minutes, or
+//! a multi-line progress redrawn with cursor-up, leaves its final state, once (after the first
+//! frame, which the line model wrote out as plain lines before the first cursor-up). A program
+//! that clears the screen before each frame would write a frame each time, so a frame is
+//! written out only when it differs from the last frame written out or something was written
+//! out since: a status screen redrawn every 100 ms gives one frame while it says the same,
+//! and one per change when it changes. In the line model ED 2 does the same with the pending
+//! line (the only row not yet written out): it becomes a one-line frame, and the cursor stays
+//! where it was on a blank row.
+//!
+//! Clearing the main screen (no scroll region) hands back to the line model, at a fresh line
+//! with the cursor where it was: plain text after a `clear` is on the fast path again. Leaving
+//! the alternate screen hands back to whatever drew the main screen, the line model with its
+//! pending line (say, a prompt) as it was, or the grid. And once a whole screen of rows has
+//! scrolled off the main screen (no scroll region) by line feeds, with the program moving the
+//! cursor to no other row meanwhile, every row shown was written line after line: the rows
+//! above the cursor are written out and its row becomes the line model's pending line, so a
+//! build that drew a progress display once and then prints a million lines is back on the fast
+//! path after a screenful. (Should it move up again later, the screen model takes over again,
+//! the rows above stale.) Scrolling moves row indices, not cells, and a row is written out up
+//! to its last drawn cell, so the screen model costs per line, not per screen.
+//!
+//! The screen model holds `rows x cols` chars (twice while the alternate screen keeps the
+//! main one), the last frame and the cursor's row, whatever is printed; the grid is allocated
+//! only when a program draws on it. [`Normaliser::pending_line`] is then the cursor's row.
+//!
+//! Choices and limits. The grid is this crate's own (~500 lines on the `vte::Perform` this
+//! module already has) rather than the `vt100` crate: `vt100` runs its own parser, so bytes
+//! would have to be handed over between two parsers mid-stream without breaking chunking
+//! independence; it wraps every line and keeps no record of what scrolled off (only a
+//! scrollback to diff); and most of its state (attributes, colours, modes) is thrown away here.
+//! A cell holds one char, as the line model counts columns: a wide (CJK) char takes one
+//! cell, so text after it on the row lands one column left of where a terminal shows it. Tabs
+//! move to the next multiple of 8 on the screen (they stay `\t` in the line model). Origin
+//! mode, insert mode, tab stops other than every 8, and the rows a reverse scroll pushes off
+//! the bottom of a region (dropped, as on a terminal: a pager scrolling back would otherwise
+//! write out every row it passes) are not modelled. A row drawn on after it went stale holds
+//! only what was drawn on it: the rest of what it showed is in the output already.
 
 mod display;
 mod line;
@@ -317,11 +390,15 @@ impl Terminal {
     /// Complete lines of plain text met at the start of a line bypass the line buffer; those
     /// ending in `\n` are copied to `out` together, as `text[copied..i]`.
     fn ground(&mut self, text: &str, start: usize, stops: &mut Stops, out: &mut String) -> usize {
+        let bytes = text.as_bytes();
+        let mut start = start;
         if self.display.screen.is_some() {
-            return self.ground_screen(text, start, stops, out);
+            start = self.ground_screen(text, start, stops, out);
+            if self.display.screen.is_some() || start == bytes.len() {
+                return start;
+            }
         }
         let line = &mut self.display.line;
-        let bytes = text.as_bytes();
         let mut i = start;
         let mut copied = start;
         while i < bytes.len() {
@@ -356,6 +433,8 @@ impl Terminal {
     }
 
     /// [`Terminal::ground`] in screen mode: runs of plain text are printed on the screen at once.
+    /// Returns where it stopped: at an ESC for vte, at the end, or where the line model took
+    /// over.
     fn ground_screen(
         &mut self,
         text: &str,
@@ -378,6 +457,9 @@ impl Terminal {
                 },
                 Some(&b) if b.is_ascii() => {
                     self.display.control(b, out);
+                    if self.display.screen.is_none() {
+                        return end + 1;
+                    }
                     end + 1
                 }
                 Some(_) => end + 2,
@@ -567,7 +649,7 @@ fn up_to_esc(bytes: &[u8]) -> usize {
         .map_or(window.len(), |i| i + 1)
 }
 
-/// vte callbacks, applied to the line.
+/// vte callbacks, applied to the display.
 ///
 /// `ended` says vte is back in ground: a sequence has ended (unless the byte that ended it was
 /// an ESC, which starts the next one) or text was printed, which vte only does in ground.
@@ -1149,12 +1231,13 @@ mod tests {
             "abcdefghij\nk\n"
         );
         // Also when its rows scroll off one by one, and when the rest is on the screen at the
-        // end. (The blank row scrolled off first is an empty line, as in a scrollback.)
+        // end. (The blank row scrolled off first is an empty line, as in a scrollback. Once a
+        // screen of lines has scrolled, "m" is the line model's pending line.)
         let scrolled = sized(b"\x1b[2;1Habcdefghij\r\nk\r\nl\r\nm", 4, 3);
-        assert_eq!(scrolled, "\nabcdefghij\nk\nl\nm\n");
+        assert_eq!(scrolled, "\nabcdefghij\nk\nl\nm");
         assert_eq!(
-            sized(b"\x1b[2;1Habcdefghij\r\nk\r\nl", 4, 3),
-            "\nabcdefghij\nk\nl\n"
+            sized(b"\x1b[2;1Habcdefghij\r\nk", 4, 3),
+            "\nabcdefghij\nk\n"
         );
         // With autowrap off, the last column is overwritten.
         assert_eq!(sized(b"\x1b[?7l\x1b[2;1Habcdefghij", 4, 3), "abcj\n");
@@ -1192,6 +1275,42 @@ mod tests {
         assert_eq!(n.pending_line(), "progress 2");
         n.feed(b"\r\n", &mut out);
         assert_eq!(out, "drawn\nprogress 2\n");
+    }
+
+    #[test]
+    fn the_line_model_takes_over_once_a_screen_of_lines_has_scrolled() {
+        let mut input = b"one\r\ntwo\r\n\x1b[2Aone!\r\ntwo!\r\n".to_vec();
+        let lines: String = (0..10).map(|i| format!("l{i}\n")).collect();
+        input.extend_from_slice(lines.replace('\n', "\r\n").as_bytes());
+        input.extend_from_slice(b"x\ry");
+        let opts = NormaliseOptions {
+            cols: 20,
+            rows: 5,
+            ..NormaliseOptions::default()
+        };
+        let mut n = Normaliser::new(opts);
+        let mut out = String::new();
+        n.feed(&input, &mut out);
+        assert!(n.term.display.screen.is_none(), "back in the line model");
+        assert_eq!(n.pending_line(), "y");
+        n.finish(&mut out);
+        assert_eq!(out, format!("one\ntwo\none!\ntwo!\n{lines}y"));
+        assert_eq!(sized(&input, 20, 5), out);
+        // Not while the program still draws above: a bar redrawn below the log.
+        let mut bars = Vec::new();
+        for i in 0..20 {
+            bars.extend_from_slice(format!("\x1b[1A\x1b[2Klog {i}\r\n[{i:>2}/19]\r\n").as_bytes());
+        }
+        let log: String = (0..20).map(|i| format!("log {i}\n")).collect();
+        assert_eq!(
+            sized(&[&b"start\r\n\r\n"[..], &bars].concat(), 20, 5),
+            format!("start\n\n{log}[19/19]\n")
+        );
+        // A line wrapped across the hand-over stays one line.
+        let mut wide = b"\x1b[2;1H\x1b[H".to_vec();
+        wide.extend_from_slice("abcdefghij\r\n".repeat(3).as_bytes());
+        wide.extend_from_slice(b"abcdefghij");
+        assert_eq!(sized(&wide, 4, 3), "abcdefghij\n".repeat(3) + "abcdefghij");
     }
 
     #[test]

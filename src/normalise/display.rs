@@ -144,9 +144,34 @@ impl Display {
 
     pub(super) fn control(&mut self, byte: u8, out: &mut String) {
         match &mut self.screen {
-            Some(screen) => screen.control(byte, &mut Self::sink(&mut self.line, out)),
+            Some(screen) => {
+                screen.control(byte, &mut Self::sink(&mut self.line, out));
+                if byte == b'\n' && screen.is_line_like() {
+                    self.hand_over(out);
+                }
+            }
             None => self.line.control(byte, out),
         }
+    }
+
+    /// The line model takes over from a screen that shows only lines written one after the
+    /// other (see [`Screen::is_line_like`]): what the rows above the cursor hold is written
+    /// out, and the cursor's row becomes the pending line.
+    fn hand_over(&mut self, out: &mut String) {
+        let Some(mut screen) = self.screen.take() else {
+            return;
+        };
+        let ((row, col), saved) = (screen.cursor(), screen.saved());
+        let mut text = std::mem::take(&mut self.pending);
+        if screen.hand_over(&mut text, &mut Self::sink(&mut self.line, out)) {
+            self.line.mark_open();
+        }
+        self.line.write_str(&text, out);
+        self.line.seek(col);
+        (self.saved_row, self.line.saved) = saved;
+        self.rebase(row, row);
+        text.clear();
+        self.pending = text;
     }
 
     /// Applies a two-byte escape without intermediates.

@@ -267,6 +267,11 @@ impl Line {
         }
     }
 
+    /// Takes the output as being inside this line (the screen left it open).
+    pub(super) fn mark_open(&mut self) {
+        self.committed_at = Some(self.ended);
+    }
+
     /// Whether part of this line is already in the output (committed at the cap).
     pub(super) fn is_open(&self) -> bool {
         self.committed_at == Some(self.ended)

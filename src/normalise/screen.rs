@@ -43,12 +43,19 @@ struct RowState {
     stale: bool,
     /// Autowrap went on from the end of this row to the next.
     wrapped: bool,
+    /// The cells past this many are blank.
+    len: usize,
 }
 
 /// One screen: its cells, the cursor, the scroll region and the saved cursor.
+///
+/// Rows are stored in any order: `order` maps a row of the screen to its place in `cells` and
+/// `state`, so scrolling moves `rows` indices, not `rows x cols` cells.
 pub(super) struct Grid {
+    cols: usize,
     cells: Vec<char>,
     state: Vec<RowState>,
+    order: Vec<usize>,
     row: usize,
     col: usize,
     /// The last column was just written: the next char wraps first (when autowrap is on).
@@ -62,14 +69,44 @@ pub(super) struct Grid {
 impl Grid {
     fn new(cols: usize, rows: usize) -> Grid {
         Grid {
+            cols,
             cells: vec![' '; cols * rows],
             state: vec![RowState::default(); rows],
+            order: (0..rows).collect(),
             row: 0,
             col: 0,
             wrap_next: false,
             top: 0,
             bottom: rows - 1,
             saved: (0, 0),
+        }
+    }
+
+    fn state(&self, row: usize) -> RowState {
+        self.state[self.order[row]]
+    }
+
+    fn state_mut(&mut self, row: usize) -> &mut RowState {
+        &mut self.state[self.order[row]]
+    }
+
+    /// The cells of `row` that may hold text.
+    fn text(&self, row: usize) -> &[char] {
+        let at = self.order[row];
+        &self.cells[at * self.cols..][..self.state[at].len]
+    }
+
+    fn cells_mut(&mut self, row: usize) -> &mut [char] {
+        let at = self.order[row];
+        &mut self.cells[at * self.cols..][..self.cols]
+    }
+
+    /// Blanks `rows` (no longer stale or wrapped).
+    fn blank_rows(&mut self, rows: Range<usize>) {
+        for row in rows {
+            let len = self.state(row).len;
+            self.cells_mut(row)[..len].fill(' ');
+            *self.state_mut(row) = RowState::default();
         }
     }
 }
@@ -93,6 +130,8 @@ pub(super) struct Screen {
     pub(super) autowrap: bool,
     /// A wrapped row has scrolled off: the output is inside its line.
     open: bool,
+    /// See [`Screen::is_line_like`].
+    fed: usize,
 }
 
 impl Screen {
@@ -105,6 +144,7 @@ impl Screen {
             main: None,
             autowrap,
             open: false,
+            fed: 0,
         }
     }
 
@@ -135,27 +175,53 @@ impl Screen {
 
     /// Marks `rows` as holding text already written out.
     pub(super) fn mark_stale(&mut self, rows: Range<usize>) {
-        for state in &mut self.grid.state[rows] {
-            state.stale = true;
+        for row in rows {
+            self.grid.state_mut(row).stale = true;
         }
     }
 
     /// Writes `text` (at most `cols` chars are kept) at the start of `row`.
     pub(super) fn load_row(&mut self, row: usize, text: &str) {
-        let start = row * self.cols;
-        for (cell, c) in self.grid.cells[start..start + self.cols]
-            .iter_mut()
-            .zip(text.chars())
-        {
+        let mut len = 0;
+        for (cell, c) in self.grid.cells_mut(row).iter_mut().zip(text.chars()) {
             *cell = c;
+            len += 1;
         }
+        self.grid.state_mut(row).len = len;
+    }
+
+    /// Rows scrolled off by line feeds since the program last moved the cursor off its row or
+    /// changed the screen otherwise: once a whole screen has, every row shown was written line
+    /// after line, and the line model can take over again ([`Screen::is_line_like`]).
+    pub(super) fn is_line_like(&self) -> bool {
+        self.main.is_none()
+            && self.full_region()
+            && self.fed >= self.rows
+            && self.grid.row + 1 == self.rows
+    }
+
+    /// Hands over to the line model: the rows above the cursor are written out as if they
+    /// scrolled off, and the cursor's row (its text as `row`, trailing blanks left out) is
+    /// left for the line. Returns whether the output is inside a line a wrapped row left open.
+    pub(super) fn hand_over(&mut self, row: &mut String, sink: &mut Sink) -> bool {
+        for above in 0..self.grid.row {
+            self.scrolled_off(above, sink);
+        }
+        row.clear();
+        if !self.grid.state(self.grid.row).stale {
+            row.extend(self.grid.text(self.grid.row));
+            row.truncate(row.trim_end_matches(' ').len());
+        }
+        self.open
     }
 
     /// Memory held by the grids, in bytes (for tests of the bound).
     #[cfg(test)]
     pub(super) fn held_bytes(&self) -> usize {
         let grid = |g: &Grid| {
-            g.cells.capacity() * size_of::<char>() + g.state.capacity() * size_of::<RowState>()
+            g.cells.capacity() * size_of::<char>()
+                + g.state.capacity() * size_of::<RowState>()
+                + g.order.capacity() * size_of::<usize>()
         };
         grid(&self.grid)
             + match &self.main {
@@ -180,6 +246,7 @@ impl Screen {
         match self.main.take()? {
             Main::Grid(main) => {
                 self.grid = *main;
+                self.fed = 0;
                 None
             }
             line => Some(line),
@@ -188,8 +255,7 @@ impl Screen {
 
     /// Blanks the whole grid (the cursor stays).
     pub(super) fn clear(&mut self) {
-        self.grid.cells.fill(' ');
-        self.grid.state.fill(RowState::default());
+        self.grid.blank_rows(0..self.rows);
         self.grid.wrap_next = false;
     }
 
@@ -198,7 +264,7 @@ impl Screen {
     /// row (when the region starts at the top and that row holds text); otherwise that line is
     /// ended first.
     pub(super) fn frame(&mut self, sink: &mut Sink) -> (String, bool) {
-        let continued = self.open && self.grid.top == 0 && !self.grid.state[0].stale;
+        let continued = self.open && self.grid.top == 0 && !self.grid.state(0).stale;
         if !continued {
             self.close(sink);
         }
@@ -206,12 +272,12 @@ impl Screen {
         let mut frame = String::new();
         let mut line = String::new();
         for row in 0..self.rows {
-            let state = self.grid.state[row];
+            let state = self.grid.state(row);
             if state.stale {
                 continue;
             }
-            line.extend(self.row_cells(row));
-            if state.wrapped && row + 1 < self.rows && !self.grid.state[row + 1].stale {
+            line.extend(self.grid.text(row));
+            if state.wrapped && row + 1 < self.rows && !self.grid.state(row + 1).stale {
                 continue;
             }
             frame.push_str(line.trim_end_matches(' '));
@@ -234,15 +300,9 @@ impl Screen {
     /// The cursor's row as it looks now, trailing spaces left out.
     pub(super) fn cursor_row(&self, into: &mut String) {
         into.clear();
-        into.extend(self.row_cells(self.grid.row));
+        into.extend(self.grid.text(self.grid.row));
         let len = into.trim_end_matches(' ').len();
         into.truncate(len);
-    }
-
-    fn row_cells(&self, row: usize) -> impl Iterator<Item = char> + '_ {
-        self.grid.cells[row * self.cols..(row + 1) * self.cols]
-            .iter()
-            .copied()
     }
 
     /// Ends the output's open line, if a wrapped row left one.
@@ -254,13 +314,13 @@ impl Screen {
 
     /// Writes out a row leaving the screen at the top of the scroll region.
     fn scrolled_off(&mut self, row: usize, sink: &mut Sink) {
-        let state = self.grid.state[row];
+        let state = self.grid.state(row);
         if state.stale {
             self.close(sink);
             return;
         }
         let start = sink.out.len();
-        sink.out.extend(self.row_cells(row));
+        sink.out.extend(self.grid.text(row));
         if state.wrapped {
             self.open = true;
             return;
@@ -280,14 +340,17 @@ impl Screen {
         if self.grid.wrap_next {
             self.grid.wrap_next = false;
             if self.autowrap {
-                self.grid.state[self.grid.row].wrapped = true;
+                self.grid.state_mut(self.grid.row).wrapped = true;
                 self.grid.col = 0;
                 self.index(sink);
             }
         }
         let g = &mut self.grid;
-        g.cells[g.row * self.cols + g.col] = c;
-        g.state[g.row].stale = false;
+        let (row, col) = (g.row, g.col);
+        g.cells_mut(row)[col] = c;
+        let state = g.state_mut(row);
+        state.stale = false;
+        state.len = state.len.max(col + 1);
         if g.col + 1 < self.cols {
             g.col += 1;
         } else {
@@ -319,6 +382,9 @@ impl Screen {
 
     /// Applies a two-byte escape without intermediates.
     pub(super) fn esc(&mut self, byte: u8, sink: &mut Sink) {
+        if matches!(byte, b'8' | b'M') {
+            self.fed = 0;
+        }
         match byte {
             b'7' => self.grid.saved = self.cursor(),
             b'8' => {
@@ -340,6 +406,10 @@ impl Screen {
     pub(super) fn csi(&mut self, params: &Params, action: char, sink: &mut Sink) {
         let arg = |i: usize| usize::from(arg(params, i));
         let n = arg(0).max(1);
+        // Edits within the row leave the screen line after line.
+        if !matches!(action, 'K' | 'G' | '`' | 'C' | 'D' | 'X' | '@' | 'P' | 's') {
+            self.fed = 0;
+        }
         let (row, col) = self.cursor();
         let g = &self.grid;
         match action {
@@ -405,6 +475,7 @@ impl Screen {
     fn index(&mut self, sink: &mut Sink) {
         self.grid.wrap_next = false;
         if self.grid.row == self.grid.bottom {
+            self.fed += 1;
             self.scroll_up(1, sink);
         } else if self.grid.row + 1 < self.rows {
             self.grid.row += 1;
@@ -428,16 +499,16 @@ impl Screen {
         for row in top..top + n {
             self.scrolled_off(row, sink);
         }
-        self.move_rows(top + n..bottom + 1, top);
-        self.blank_rows(bottom + 1 - n..bottom + 1);
+        self.grid.order[top..=bottom].rotate_left(n);
+        self.grid.blank_rows(bottom + 1 - n..bottom + 1);
     }
 
     /// Scrolls the region down `n` rows; rows pushed past its bottom are dropped.
     fn scroll_down(&mut self, n: usize) {
         let (top, bottom) = (self.grid.top, self.grid.bottom);
         let n = n.min(bottom + 1 - top);
-        self.move_rows(top..bottom + 1 - n, top + n);
-        self.blank_rows(top..top + n);
+        self.grid.order[top..=bottom].rotate_right(n);
+        self.grid.blank_rows(top..top + n);
     }
 
     /// Inserts `n` blank rows at the cursor's (inside the region), pushing the rest down.
@@ -447,8 +518,8 @@ impl Screen {
             return;
         }
         let n = n.min(bottom + 1 - row);
-        self.move_rows(row..bottom + 1 - n, row + n);
-        self.blank_rows(row..row + n);
+        self.grid.order[row..=bottom].rotate_right(n);
+        self.grid.blank_rows(row..row + n);
         self.set_col(0);
     }
 
@@ -459,37 +530,26 @@ impl Screen {
             return;
         }
         let n = n.min(bottom + 1 - row);
-        self.move_rows(row + n..bottom + 1, row);
-        self.blank_rows(bottom + 1 - n..bottom + 1);
+        self.grid.order[row..=bottom].rotate_left(n);
+        self.grid.blank_rows(bottom + 1 - n..bottom + 1);
         self.set_col(0);
-    }
-
-    /// Copies rows `from` to start at row `to` (cells and states).
-    fn move_rows(&mut self, from: Range<usize>, to: usize) {
-        let cols = self.cols;
-        let g = &mut self.grid;
-        g.cells
-            .copy_within(from.start * cols..from.end * cols, to * cols);
-        g.state.copy_within(from, to);
-    }
-
-    fn blank_rows(&mut self, rows: Range<usize>) {
-        let cols = self.cols;
-        let g = &mut self.grid;
-        g.cells[rows.start * cols..rows.end * cols].fill(' ');
-        g.state[rows].fill(RowState::default());
     }
 
     /// Blanks `cols` of `row`; a row blanked to its end no longer wraps, and one blanked whole
     /// is no longer stale.
     fn blank(&mut self, row: usize, cols: Range<usize>) {
-        let start = row * self.cols;
         let g = &mut self.grid;
-        g.cells[start + cols.start..start + cols.end].fill(' ');
+        let len = g.state(row).len;
+        let end = cols.end.min(len);
+        if cols.start < end {
+            g.cells_mut(row)[cols.start..end].fill(' ');
+        }
         if cols.end == self.cols {
-            g.state[row].wrapped = false;
+            let state = g.state_mut(row);
+            state.wrapped = false;
+            state.len = len.min(cols.start);
             if cols.start == 0 {
-                g.state[row].stale = false;
+                state.stale = false;
             }
         }
         g.wrap_next = false;
@@ -501,10 +561,10 @@ impl Screen {
         match mode {
             0 => {
                 self.blank(row, col..self.cols);
-                self.blank_rows(row + 1..self.rows);
+                self.grid.blank_rows(row + 1..self.rows);
             }
             1 => {
-                self.blank_rows(0..row);
+                self.grid.blank_rows(0..row);
                 self.blank(row, 0..col + 1);
             }
             2 => self.clear(),
@@ -527,9 +587,14 @@ impl Screen {
     fn insert_cells(&mut self, n: usize) {
         let (row, col) = self.cursor();
         let n = n.min(self.cols - col);
-        let cells = &mut self.grid.cells[row * self.cols..(row + 1) * self.cols];
-        cells.copy_within(col..self.cols - n, col + n);
+        let cols = self.cols;
+        let cells = self.grid.cells_mut(row);
+        cells.copy_within(col..cols - n, col + n);
         cells[col..col + n].fill(' ');
+        let state = self.grid.state_mut(row);
+        if col < state.len {
+            state.len = (state.len + n).min(cols);
+        }
         self.grid.wrap_next = false;
     }
 
@@ -537,9 +602,14 @@ impl Screen {
     fn delete_cells(&mut self, n: usize) {
         let (row, col) = self.cursor();
         let n = n.min(self.cols - col);
-        let cells = &mut self.grid.cells[row * self.cols..(row + 1) * self.cols];
+        let cols = self.cols;
+        let cells = self.grid.cells_mut(row);
         cells.copy_within(col + n.., col);
-        cells[self.cols - n..].fill(' ');
+        cells[cols - n..].fill(' ');
+        let state = self.grid.state_mut(row);
+        if col < state.len {
+            state.len = state.len.saturating_sub(n).max(col);
+        }
         self.grid.wrap_next = false;
     }
 }
