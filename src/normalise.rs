@@ -1306,6 +1306,11 @@ mod tests {
             sized(&[&b"start\r\n\r\n"[..], &bars].concat(), 20, 5),
             format!("start\n\n{log}[19/19]\n")
         );
+        // Colours do not count as drawing, whichever path takes them.
+        let coloured = "\x1b[2A\x1b[1;32mok\x1b[m\r\n".repeat(6);
+        let coloured = [&b"a\r\nb\r\n"[..], coloured.as_bytes()].concat();
+        assert_eq!(sized(&coloured, 20, 5), "a\nb\nok\n");
+        assert_eq!(norm(&coloured), "a\nb\nok\n");
         // A line wrapped across the hand-over stays one line.
         let mut wide = b"\x1b[2;1H\x1b[H".to_vec();
         wide.extend_from_slice("abcdefghij\r\n".repeat(3).as_bytes());

@@ -406,8 +406,12 @@ impl Screen {
     pub(super) fn csi(&mut self, params: &Params, action: char, sink: &mut Sink) {
         let arg = |i: usize| usize::from(arg(params, i));
         let n = arg(0).max(1);
-        // Edits within the row leave the screen line after line.
-        if !matches!(action, 'K' | 'G' | '`' | 'C' | 'D' | 'X' | '@' | 'P' | 's') {
+        // What draws elsewhere than line after line. (Not colours, which the fast path skips:
+        // the same input must count alike however it is chunked.)
+        if matches!(
+            action,
+            'A' | 'B' | 'E' | 'F' | 'H' | 'f' | 'd' | 'r' | 'u' | 'J' | 'L' | 'M' | 'S' | 'T'
+        ) {
             self.fed = 0;
         }
         let (row, col) = self.cursor();
