@@ -1391,6 +1391,9 @@ mod tests {
                 b"\x1b[3@".to_vec(),
                 b"\x1b[2X".to_vec(),
                 b"\x1b[K".to_vec(),
+                b"\x1b[1;31m".to_vec(),
+                b"\x1b[m".to_vec(),
+                b"\x1b[?25l".to_vec(),
             ]),
         ]
     }
@@ -1533,10 +1536,12 @@ mod tests {
             opts in small_terminal(),
             repeat in 1usize..20,
         ) {
-            let cells = usize::from(opts.cols) * usize::from(opts.rows);
-            // Chars of 4 bytes at most, a newline per row, and `String`'s doubling.
-            let bound = 2 * (2 * cells * 4 + 2 * cells * 4 + 2 * 4 * usize::from(opts.rows))
-                + 2 * 64;
+            let (cols, rows) = (usize::from(opts.cols), usize::from(opts.rows));
+            // Two grids of `char` cells and a row's state and place each; the last frame and
+            // the cursor's row in chars of 4 bytes at most (a newline per row), twice over for
+            // `String`'s doubling, and a small allocation's minimum.
+            let grid = cols * rows * 4 + rows * 3 * size_of::<usize>();
+            let bound = 2 * grid + 2 * rows * (cols * 4 + 1) + 2 * cols * 4 + 2 * 16;
             let mut n = Normaliser::new(opts);
             let mut out = String::new();
             for _ in 0..repeat {
