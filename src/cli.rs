@@ -529,8 +529,8 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
         let newlines = normaliser.feed(&buf[..n], &mut text);
         capture.write_owned(&mut text, newlines);
     }
-    normaliser.finish(&mut text);
-    capture.write_owned(&mut text, 0); // the pending line has no newline
+    let newlines = normaliser.finish(&mut text);
+    capture.write_owned(&mut text, newlines);
     capture.finish();
     let max_tokens = args
         .max_tokens

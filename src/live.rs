@@ -50,14 +50,11 @@ struct Pipeline {
 
 impl Pipeline {
     /// Normalises `chunk` into the capture, or with `None` the end of the output (the line
-    /// still pending).
+    /// still pending, and what a screen-drawing program left on the screen).
     fn take(&mut self, chunk: Option<&[u8]>) {
         let newlines = match chunk {
             Some(chunk) => self.normaliser.feed(chunk, &mut self.text),
-            None => {
-                self.normaliser.finish(&mut self.text);
-                0 // the pending line has no newline
-            }
+            None => self.normaliser.finish(&mut self.text),
         };
         self.capture.write_owned(&mut self.text, newlines);
     }

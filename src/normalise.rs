@@ -1,8 +1,8 @@
 //! Terminal bytes -> clean text: what a person would have seen in a *scrolling* terminal.
 //!
 //! This module owns the whole conversion of the bytes a program wrote to a pseudo-terminal into
-//! plain text, streaming, with memory bounded by the line cap plus the chunk being fed. It runs
-//! in three stages:
+//! plain text, streaming, with memory bounded by the line cap and the screen's size plus the
+//! chunk being fed. It runs in three stages:
 //!
 //! 1. **UTF-8 repair** (`Utf8Repair`). Invalid bytes become U+FFFD exactly as
 //!    [`String::from_utf8_lossy`] would; an incomplete char at the end of a chunk is held back
@@ -19,15 +19,101 @@
 //!    ground (the fast path may take over), in its escape state, or collecting an OSC string
 //!    (which vte buffers without limit, so a long one restarts the parser).
 //!
-//! Both paths write through one set of cell operations (`Line`), so text behaves the same
-//! whichever path it takes. The line model: `\n` ends a line, `\r` and cursor moves change the
-//! column, writes overwrite, erases truncate or blank, and nothing wraps.
+//! Both paths write through one set of cell operations (`Display`), so text behaves the same
+//! whichever path it takes.
+//!
+//! # Two models: the line and the screen
+//!
+//! Most output is drawn by the **line model** (`line.rs`): `\n` ends a line, `\r` and cursor
+//! moves within the line change the column, writes overwrite, erases truncate or blank, and
+//! nothing wraps. It knows one line, so a progress bar redrawn with `\r` collapses to its last
+//! state, and plain lines go from the fast path straight to the output.
+//!
+//! A program that draws with cursor addressing (a dashboard, `top`, a pager, docker's or
+//! cargo-style multi-line progress, apt's progress row under a scroll region) puts text where a
+//! line cannot hold it. So `Display` (`display.rs`) hands over to the **screen model**
+//! (`screen.rs`), a grid of the terminal's size ([`NormaliseOptions::cols`] x
+//! [`NormaliseOptions::rows`], the daemon's PTY's: 200 x 50 by default), as soon as the program
+//! does what the line model cannot represent:
+//! - a move to another row: CUP (`H`, `f`) and VPA (`d`) to another row, cursor up (`A`, `F`)
+//!   from a row below the top, cursor down (`B`, `E`) from a row above the bottom, reverse index
+//!   (`ESC M`), restoring a cursor saved on another row; inserting, deleting or scrolling rows
+//!   (`L`, `M`, `S`, `T`);
+//! - a scroll region (DECSTBM, `r`) other than the whole screen;
+//! - the alternate screen (`?1049h`, `?1047h`, `?47h`).
+//!
+//! To know which row the line is on, the line model counts the lines it ended since it last
+//! knew (the start of the output, a cleared screen): a fresh terminal starts at the top, and
+//! the screen scrolls at the bottom. Moves within the line (`G`, `C`, `D`, `\r`, CUP to the
+//! same row) stay in the line model. When the screen takes over, the rows above the cursor
+//! hold lines already written out: the grid marks them *stale* (not kept, not written again
+//! unless drawn on), and the cursor's row gets the pending line.
+//!
+//! What the screen model writes out:
+//! - each row that scrolls off the top of the screen or of a scroll region, as it goes, as a
+//!   terminal's scrollback would keep it (a row autowrap continued is joined to the next, so a
+//!   long line stays one line);
+//! - a **frame** (the rows that hold text, top to bottom, trailing spaces and leading and
+//!   trailing blank rows left out) when the program clears the screen (ED 2, or a full reset
+//!   `ESC c`), leaves the alternate screen, or the output ends ([`Normaliser::finish`]).
+//!
+//! Redrawing rows in place writes nothing: a dashboard refreshed in place for ten minutes, or
+//! a multi-line progress redrawn with cursor-up, leaves its final state, once (after the first
+//! frame, which the line model wrote out as plain lines before the first cursor-up). A program
+//! that clears the screen before each frame would write a frame each time, so a frame is
+//! written out only when it differs from the last frame written out or something was written
+//! out since: a status screen redrawn every 100 ms gives one frame while it says the same,
+//! and one per change when it changes. In the line model ED 2 does the same with the pending
+//! line (the only row not yet written out): it becomes a one-line frame, and the cursor stays
+//! where it was on a blank row.
+//!
+//! Clearing the main screen (no scroll region) hands back to the line model, at a fresh line
+//! with the cursor where it was: plain text after a `clear` is on the fast path again. Leaving
+//! the alternate screen hands back to whatever drew the main screen, the line model with its
+//! pending line (say, a prompt) as it was, or the grid. And once a whole screen of rows has
+//! scrolled off the main screen (no scroll region) by line feeds, with the program moving the
+//! cursor to no other row meanwhile, every row shown was written line after line: the rows
+//! above the cursor are written out and its row becomes the line model's pending line, so a
+//! build that drew a progress display once and then prints a million lines is back on the fast
+//! path after a screenful. (Should it move up again later, the screen model takes over again,
+//! the rows above stale.) Scrolling moves row indices, not cells, and a row is written out up
+//! to its last drawn cell, so the screen model costs per line, not per screen.
+//!
+//! The screen model holds `rows x cols` chars (twice while the alternate screen keeps the
+//! main one), the last frame and the cursor's row, whatever is printed; the grid is allocated
+//! only when a program draws on it. [`Normaliser::pending_line`] is then the cursor's row.
+//!
+//! Choices and limits. The grid is this crate's own (~500 lines on the `vte::Perform` this
+//! module already has) rather than the `vt100` crate: `vt100` runs its own parser, so bytes
+//! would have to be handed over between two parsers mid-stream without breaking chunking
+//! independence; it wraps every line and keeps no record of what scrolled off (only a
+//! scrollback to diff); and most of its state (attributes, colours, modes) is thrown away here.
+//! A cell holds one char, as the line model counts columns: a wide (CJK) char takes one
+//! cell, so text after it on the row lands one column left of where a terminal shows it. Tabs
+//! move to the next multiple of 8 on the screen (they stay `\t` in the line model). Origin
+//! mode, insert mode, tab stops other than every 8, and the rows a reverse scroll pushes off
+//! the bottom of a region (dropped, as on a terminal: a pager scrolling back would otherwise
+//! write out every row it passes) are not modelled. A row drawn on after it went stale holds
+//! only what was drawn on it: the rest of what it showed is in the output already.
 
+mod display;
+mod line;
 mod scan;
+mod screen;
 
 use vte::{Params, Parser, Perform};
 
+use display::Display;
 use scan::Stops;
+
+/// Default terminal width the screen model assumes: the daemon's PTY's.
+pub const DEFAULT_COLS: u16 = 200;
+/// Default terminal height the screen model assumes: the daemon's PTY's.
+pub const DEFAULT_ROWS: u16 = 50;
+/// Largest width the screen model takes (a wider terminal is taken as this wide).
+const MAX_COLS: u16 = 1000;
+/// Largest height the screen model takes.
+const MAX_ROWS: u16 = 500;
 
 /// Default cap on a pending line before it is committed in pieces (1 MiB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
@@ -52,6 +138,10 @@ pub struct NormaliseOptions {
     /// bounded however long a line is; values below 4 act as 4. Default
     /// [`DEFAULT_MAX_LINE_BYTES`].
     pub max_line_bytes: usize,
+    /// The terminal's width, for the screen model (default [`DEFAULT_COLS`]; 1 to 1000).
+    pub cols: u16,
+    /// The terminal's height, for the screen model (default [`DEFAULT_ROWS`]; 1 to 500).
+    pub rows: u16,
 }
 
 impl Default for NormaliseOptions {
@@ -59,6 +149,8 @@ impl Default for NormaliseOptions {
         NormaliseOptions {
             raw: false,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            cols: DEFAULT_COLS,
+            rows: DEFAULT_ROWS,
         }
     }
 }
@@ -78,7 +170,11 @@ impl Normaliser {
         Normaliser {
             raw: opts.raw,
             utf8: Utf8Repair::default(),
-            term: Terminal::new(opts.max_line_bytes.max(MIN_LINE_BYTES)),
+            term: Terminal::new(Display::new(
+                opts.max_line_bytes.max(MIN_LINE_BYTES),
+                usize::from(opts.cols.clamp(1, MAX_COLS)),
+                usize::from(opts.rows.clamp(1, MAX_ROWS)),
+            )),
         }
     }
 
@@ -87,33 +183,44 @@ impl Normaliser {
     /// `out` again would cost a pass over it).
     pub fn feed(&mut self, input: &[u8], out: &mut String) -> u64 {
         let Normaliser { raw, utf8, term } = self;
-        let before = term.line.ended;
+        let before = term.display.line.ended;
         utf8.feed(input, |text| emit(*raw, term, text, out));
-        term.line.ended - before
+        term.display.settle();
+        term.display.line.ended - before
     }
 
-    /// Ends the stream: flushes held bytes and the pending line (no newline added).
-    pub fn finish(&mut self, out: &mut String) {
+    /// Ends the stream: flushes held bytes, then what the screen shows (in screen mode) and the
+    /// pending line (no newline added to it). Returns the newlines appended: those of the
+    /// screen's rows (none in line mode).
+    pub fn finish(&mut self, out: &mut String) -> u64 {
+        let before = self.term.display.line.ended;
         if self.utf8.take_incomplete() {
             emit(self.raw, &mut self.term, "\u{FFFD}", out);
         }
         if !self.raw {
-            self.term.line.flush(out);
+            self.term.display.finish(out);
         }
+        self.term.display.line.ended - before
     }
 
     /// The line still being written, as it looks now (say, a prompt waiting for an answer, or
     /// a progress bar's current state): text [`Normaliser::feed`] has not committed because
     /// the line has not ended. It never holds a newline. Empty in raw mode, which holds
-    /// nothing back but an incomplete character.
+    /// nothing back but an incomplete character. In screen mode, the cursor's row as it looks
+    /// now (trailing spaces left out); [`Normaliser::finish`] writes it out with the rest of the
+    /// screen.
     pub fn pending_line(&self) -> &str {
-        if self.raw { "" } else { &self.term.line.text }
+        if self.raw {
+            ""
+        } else {
+            self.term.display.pending_line()
+        }
     }
 
     /// Bytes held in the pending line.
     #[cfg(test)]
     fn pending_len(&self) -> usize {
-        self.term.line.text.len()
+        self.term.display.line.text.len()
     }
 }
 
@@ -135,7 +242,7 @@ pub fn count_newlines(text: &str) -> u64 {
 fn emit(raw: bool, term: &mut Terminal, text: &str, out: &mut String) {
     if raw {
         out.push_str(text);
-        term.line.ended += count_newlines(text);
+        term.display.line.ended += count_newlines(text);
     } else {
         term.process(text, out);
     }
@@ -245,19 +352,19 @@ enum Seq {
     Other,
 }
 
-/// The escape parser and the line it draws on.
+/// The escape parser and the display it draws on.
 struct Terminal {
     parser: Parser,
     seq: Seq,
-    line: Line,
+    display: Display,
 }
 
 impl Terminal {
-    fn new(cap: usize) -> Self {
+    fn new(display: Display) -> Self {
         Terminal {
             parser: Parser::new(),
             seq: Seq::Ground,
-            line: Line::new(cap),
+            display,
         }
     }
 
@@ -284,11 +391,19 @@ impl Terminal {
     /// ending in `\n` are copied to `out` together, as `text[copied..i]`.
     fn ground(&mut self, text: &str, start: usize, stops: &mut Stops, out: &mut String) -> usize {
         let bytes = text.as_bytes();
+        let mut start = start;
+        if self.display.screen.is_some() {
+            start = self.ground_screen(text, start, stops, out);
+            if self.display.screen.is_some() || start == bytes.len() {
+                return start;
+            }
+        }
+        let line = &mut self.display.line;
         let mut i = start;
         let mut copied = start;
         while i < bytes.len() {
-            if self.line.is_pristine() {
-                i = plain_lines(text, stops, i, &mut copied, out, &mut self.line.ended);
+            if line.is_pristine() {
+                i = plain_lines(text, stops, i, &mut copied, out, &mut line.ended);
                 if i == bytes.len() {
                     break;
                 }
@@ -296,7 +411,7 @@ impl Terminal {
             let end = stops.plain_end(i);
             out.push_str(&text[copied..i]);
             if end > i {
-                self.line.write_str(&text[i..end], out);
+                line.write_str(&text[i..end], out);
             }
             match bytes.get(end) {
                 None => return end,
@@ -305,7 +420,7 @@ impl Terminal {
                     None => return end,
                 },
                 Some(&b) if b.is_ascii() => {
-                    self.line.control(b, out);
+                    line.control(b, out);
                     i = end + 1;
                 }
                 // `plain_end` stops at a non-ASCII byte only for a C1 char (2 bytes): dropped.
@@ -314,6 +429,42 @@ impl Terminal {
             copied = i;
         }
         out.push_str(&text[copied..]);
+        bytes.len()
+    }
+
+    /// [`Terminal::ground`] in screen mode: runs of plain text are printed on the screen at once.
+    /// Returns where it stopped: at an ESC for vte, at the end, or where the line model took
+    /// over.
+    fn ground_screen(
+        &mut self,
+        text: &str,
+        start: usize,
+        stops: &mut Stops,
+        out: &mut String,
+    ) -> usize {
+        let bytes = text.as_bytes();
+        let mut i = start;
+        while i < bytes.len() {
+            let end = stops.plain_end(i);
+            if end > i {
+                self.display.write_str(&text[i..end], out);
+            }
+            i = match bytes.get(end) {
+                None => return end,
+                Some(&ESC) => match inert_csi_len(&bytes[end..]) {
+                    Some(len) => end + len,
+                    None => return end,
+                },
+                Some(&b) if b.is_ascii() => {
+                    self.display.control(b, out);
+                    if self.display.screen.is_none() {
+                        return end + 1;
+                    }
+                    end + 1
+                }
+                Some(_) => end + 2,
+            };
+        }
         bytes.len()
     }
 
@@ -339,7 +490,7 @@ impl Terminal {
         let len = text.ceil_char_boundary(pos + len) - pos;
         let span = &bytes[..len];
         let mut performer = Performer {
-            line: &mut self.line,
+            display: &mut self.display,
             out,
             ended: false,
         };
@@ -376,7 +527,7 @@ impl Terminal {
         }
         self.parser = Parser::new();
         let mut performer = Performer {
-            line: &mut self.line,
+            display: &mut self.display,
             out,
             ended: false,
         };
@@ -450,9 +601,10 @@ fn plain_lines(
 
 /// The length of the complete CSI sequence that `bytes` starts with when it changes nothing on
 /// the line: a colour or other SGR (`ESC [ 1;31 m`), or one with a private marker
-/// (`ESC [ ? 25 l`), which [`Line::csi`] ignores too. Such sequences are most of the escapes
-/// in real output, and skipping them here spares vte and keeps the fast path. `None` for
-/// anything else, or for a sequence the text cuts short: vte takes those.
+/// (`ESC [ ? 25 l`), which the display ignores too, but for the modes it keeps (the alternate
+/// screen, autowrap). Such sequences are most of the escapes in real output, and skipping them
+/// here spares vte and keeps the fast path. `None` for anything else, or for a sequence the
+/// text cuts short: vte takes those.
 fn inert_csi_len(bytes: &[u8]) -> Option<usize> {
     let rest = bytes.strip_prefix(b"\x1b[")?;
     let private = usize::from(matches!(rest.first(), Some(b'<'..=b'?')));
@@ -462,8 +614,25 @@ fn inert_csi_len(bytes: &[u8]) -> Option<usize> {
         .take_while(|&&b| b.is_ascii_digit() || b == b';' || b == b':')
         .count();
     let last = *rest.get(params)?;
-    let inert = last == b'm' || (private == 1 && (0x40..=0x7E).contains(&last));
+    let inert = last == b'm'
+        || (private == 1
+            && (0x40..=0x7E).contains(&last)
+            && !(matches!(last, b'h' | b'l') && sets_kept_mode(&rest[..params])));
     inert.then_some(2 + private + params + 1)
+}
+
+/// Whether the parameters of a private mode set or reset name a mode the display keeps. Read
+/// as vte reads them (saturating), every number counts, sub-parameters too: a superset of what
+/// the display sees, so vte gets every such sequence.
+fn sets_kept_mode(params: &[u8]) -> bool {
+    params
+        .split(|&b| b == b';' || b == b':')
+        .map(|p| {
+            p.iter().fold(0u16, |n, &d| {
+                n.saturating_mul(10).saturating_add(u16::from(d - b'0'))
+            })
+        })
+        .any(display::is_kept_mode)
 }
 
 /// Whether a byte leaves vte's escape state unchanged.
@@ -480,12 +649,12 @@ fn up_to_esc(bytes: &[u8]) -> usize {
         .map_or(window.len(), |i| i + 1)
 }
 
-/// vte callbacks, applied to the line.
+/// vte callbacks, applied to the display.
 ///
 /// `ended` says vte is back in ground: a sequence has ended (unless the byte that ended it was
 /// an ESC, which starts the next one) or text was printed, which vte only does in ground.
 struct Performer<'a> {
-    line: &'a mut Line,
+    display: &'a mut Display,
     out: &'a mut String,
     ended: bool,
 }
@@ -495,27 +664,29 @@ impl Perform for Performer<'_> {
         self.ended = true;
         // vte executes C0 and C1 chars but prints DEL.
         if c != '\x7f' {
-            self.line.put(c, self.out);
+            self.display.print(c, self.out);
         }
     }
 
     fn execute(&mut self, byte: u8) {
         // CAN and SUB abort a sequence.
         self.ended |= matches!(byte, 0x18 | 0x1A);
-        self.line.control(byte, self.out);
+        self.display.control(byte, self.out);
     }
 
     fn csi_dispatch(&mut self, params: &Params, intermediates: &[u8], _ignore: bool, action: char) {
         self.ended = true;
-        if intermediates.is_empty() {
-            self.line.csi(params, action);
+        match intermediates {
+            [] => self.display.csi(params, false, action, self.out),
+            [b'?'] => self.display.csi(params, true, action, self.out),
+            _ => {}
         }
     }
 
     fn esc_dispatch(&mut self, intermediates: &[u8], _ignore: bool, byte: u8) {
         self.ended = true;
         if intermediates.is_empty() {
-            self.line.esc(byte);
+            self.display.esc(byte, self.out);
         }
     }
 
@@ -530,294 +701,6 @@ impl Perform for Performer<'_> {
     fn terminated(&self) -> bool {
         self.ended
     }
-}
-
-/// The pending line and its cursor.
-///
-/// Invariants: `chars` counts the chars of `text`; `at` is the byte offset of column
-/// `min(col, chars)`; `text.len() <= cap` between operations; if `ascii`, `text` is ASCII (the
-/// flag may be false for an ASCII text). Columns count chars. When the line would grow past
-/// `cap`, its longest prefix of at most `cap` bytes is committed to the output and frozen: the
-/// end of the frozen part becomes column 0.
-struct Line {
-    text: String,
-    chars: usize,
-    col: usize,
-    at: usize,
-    ascii: bool,
-    saved: usize,
-    cap: usize,
-    /// Lines ended in the output so far: by a `\n` here, or passed by the fast path (or, in
-    /// raw mode, copied) without this line's help.
-    ended: u64,
-}
-
-impl Line {
-    fn new(cap: usize) -> Self {
-        Line {
-            text: String::new(),
-            chars: 0,
-            col: 0,
-            at: 0,
-            ascii: true,
-            saved: 0,
-            cap,
-            ended: 0,
-        }
-    }
-
-    /// Empty with the cursor at column 0: a whole line can bypass the buffer.
-    fn is_pristine(&self) -> bool {
-        self.text.is_empty() && self.col == 0
-    }
-
-    /// Applies a C0 or C1 control (by code); all but LF, CR, BS and TAB are dropped.
-    fn control(&mut self, byte: u8, out: &mut String) {
-        match byte {
-            b'\n' => {
-                self.flush(out);
-                out.push('\n');
-                self.ended += 1;
-            }
-            b'\r' => self.seek(0),
-            0x08 => self.seek(self.col.saturating_sub(1)),
-            b'\t' => self.put('\t', out),
-            _ => {}
-        }
-    }
-
-    /// Applies a CSI sequence without intermediates or private markers.
-    fn csi(&mut self, params: &Params, action: char) {
-        // Parameter `i`, 0 when absent (which also means "default").
-        let arg = |i: usize| {
-            params
-                .iter()
-                .nth(i)
-                .and_then(|p| p.first().copied())
-                .unwrap_or(0)
-        };
-        let count = || usize::from(arg(0).max(1));
-        match action {
-            'K' => self.erase(arg(0)),
-            'J' if arg(0) == 0 => self.erase(0),
-            'G' => self.seek(count() - 1),
-            'C' => self.seek(self.col.saturating_add(count())),
-            'D' => self.seek(self.col.saturating_sub(count())),
-            'E' | 'F' => self.seek(0),
-            'H' | 'f' => self.seek(usize::from(arg(1).max(1)) - 1),
-            's' => self.saved = self.col,
-            'u' => self.seek(self.saved),
-            _ => {}
-        }
-    }
-
-    /// Applies a two-byte escape without intermediates: only save/restore cursor matter.
-    fn esc(&mut self, byte: u8) {
-        match byte {
-            b'7' => self.saved = self.col,
-            b'8' => self.seek(self.saved),
-            _ => {}
-        }
-    }
-
-    /// Erase in line: 0 from the cursor to the end, 1 from the start to the cursor, 2 all.
-    fn erase(&mut self, mode: u16) {
-        match mode {
-            0 if self.col < self.chars => {
-                self.text.truncate(self.at);
-                self.chars = self.col;
-            }
-            1 => {
-                let (cells, end) = if self.col < self.chars {
-                    (self.col + 1, self.at + char_len_at(&self.text, self.at))
-                } else {
-                    (self.chars, self.text.len())
-                };
-                self.text.replace_range(..end, &" ".repeat(cells));
-                self.at = if self.col < self.chars {
-                    self.col
-                } else {
-                    self.text.len()
-                };
-            }
-            2 => {
-                self.text.clear();
-                self.chars = 0;
-                self.at = 0;
-                self.ascii = true;
-            }
-            _ => {}
-        }
-    }
-
-    /// Moves the cursor to column `col` (past the end is allowed).
-    fn seek(&mut self, col: usize) {
-        let from = self.col.min(self.chars);
-        let to = col.min(self.chars);
-        self.at = if self.ascii || to == 0 {
-            to
-        } else if to == self.chars {
-            self.text.len()
-        } else if to >= from {
-            self.offset_after(to - from)
-        } else {
-            let head = &self.text[..self.at];
-            head.char_indices()
-                .rev()
-                .nth(from - to - 1)
-                .map_or(0, |(i, _)| i)
-        };
-        self.col = col;
-    }
-
-    /// Writes one char at the cursor.
-    fn put(&mut self, c: char, out: &mut String) {
-        let mut buf = [0; 4];
-        let c = c.encode_utf8(&mut buf);
-        if self.col < self.chars {
-            let old = char_len_at(&self.text, self.at);
-            self.text.replace_range(self.at..self.at + old, c);
-            self.ascii &= c.is_ascii();
-            self.col += 1;
-            self.at += c.len();
-            self.spill(out);
-        } else {
-            self.append(c, out);
-        }
-    }
-
-    /// Writes a run of chars at the cursor: the same as writing them one by one.
-    fn write_str(&mut self, s: &str, out: &mut String) {
-        if self.col >= self.chars {
-            self.append(s, out);
-        } else if self.text.len() + s.len() > self.cap {
-            // The line may reach the cap midway: char by char, so that it spills where it would.
-            for c in s.chars() {
-                self.put(c, out);
-            }
-        } else {
-            // Overwrite up to the end of the text, then append the rest.
-            let cells = self.chars - self.col;
-            let (head, n) = match s.char_indices().nth(cells) {
-                Some((i, _)) => (&s[..i], cells),
-                None => (s, s.chars().count()),
-            };
-            let end = self.offset_after(n);
-            self.text.replace_range(self.at..end, head);
-            self.ascii &= head.is_ascii();
-            self.col += n;
-            self.at += head.len();
-            if head.len() < s.len() {
-                self.append(&s[head.len()..], out);
-            }
-        }
-    }
-
-    /// Byte offset `n` chars after the cursor's (the end of the text at most).
-    fn offset_after(&self, n: usize) -> usize {
-        if self.ascii {
-            return (self.at + n).min(self.text.len());
-        }
-        let rest = &self.text[self.at..];
-        self.at + rest.char_indices().nth(n).map_or(rest.len(), |(i, _)| i)
-    }
-
-    /// Appends `s` with the cursor at or past the end, padding the gap with spaces.
-    fn append(&mut self, mut s: &str, out: &mut String) {
-        self.pad(out);
-        loop {
-            let room = self.cap - self.text.len();
-            if s.len() <= room {
-                self.push(s);
-                return;
-            }
-            let (head, tail) = s.split_at(floor_char_boundary(s, room));
-            self.push(head);
-            self.commit(out);
-            s = tail;
-        }
-    }
-
-    /// Fills the gap between the end of the text and the cursor with spaces.
-    fn pad(&mut self, out: &mut String) {
-        while self.chars < self.col {
-            let room = self.cap - self.text.len();
-            if room == 0 {
-                self.commit(out);
-                continue;
-            }
-            let n = (self.col - self.chars).min(room);
-            self.text.extend(std::iter::repeat_n(' ', n));
-            self.chars += n;
-        }
-        self.at = self.text.len();
-    }
-
-    /// Pushes `s` at the end (the cursor is at the end); the caller keeps the cap.
-    fn push(&mut self, s: &str) {
-        let n = if s.is_ascii() {
-            s.len()
-        } else {
-            self.ascii = false;
-            s.chars().count()
-        };
-        self.text.push_str(s);
-        self.chars += n;
-        self.col = self.chars;
-        self.at = self.text.len();
-    }
-
-    /// Commits (freezes) the whole text; the line goes on from its end.
-    fn commit(&mut self, out: &mut String) {
-        out.push_str(&self.text);
-        self.col -= self.chars.min(self.col);
-        self.text.clear();
-        self.chars = 0;
-        self.at = 0;
-        self.ascii = true;
-    }
-
-    /// Commits the longest prefix of at most `cap` bytes while the text is over the cap.
-    fn spill(&mut self, out: &mut String) {
-        while self.text.len() > self.cap {
-            let cut = floor_char_boundary(&self.text, self.cap);
-            let frozen = &self.text[..cut];
-            let n = frozen.chars().count();
-            out.push_str(frozen);
-            self.text.drain(..cut);
-            self.chars -= n;
-            if self.col >= n {
-                self.col -= n;
-                self.at -= cut;
-            } else {
-                self.col = 0;
-                self.at = 0;
-            }
-        }
-    }
-
-    /// Commits the text (the line ends here or the stream does); the cursor returns to 0.
-    fn flush(&mut self, out: &mut String) {
-        out.push_str(&self.text);
-        self.text.clear();
-        self.chars = 0;
-        self.col = 0;
-        self.at = 0;
-        self.ascii = true;
-    }
-}
-
-/// Length of the char starting at byte `at` of `s` (0 at the end).
-fn char_len_at(s: &str, at: usize) -> usize {
-    s.as_bytes().get(at).map_or(0, |&b| utf8_width(b))
-}
-
-/// The largest char boundary of `s` not above `i`.
-fn floor_char_boundary(s: &str, i: usize) -> usize {
-    if i >= s.len() {
-        return s.len();
-    }
-    (0..=i).rev().find(|&j| s.is_char_boundary(j)).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -857,7 +740,7 @@ mod tests {
             newlines += n.feed(&input[start..end], &mut out);
             start = end;
         }
-        n.finish(&mut out);
+        newlines += n.finish(&mut out);
         assert_eq!(
             newlines,
             out.matches('\n').count() as u64,
@@ -898,7 +781,8 @@ mod tests {
         assert_eq!(norm(b"abc\x1b[5C\x1b[1K\n"), "   \n");
         assert_eq!(norm(b"abcdef\x1b[3D\x1b[2Kx\n"), "   x\n");
         assert_eq!(norm(b"abcdef\x1b[3D\x1b[J\n"), "abc\n");
-        assert_eq!(norm(b"abcdef\x1b[3D\x1b[2J\n"), "abcdef\n");
+        // Clearing the screen writes out what it showed; the cursor stays, on a blank row.
+        assert_eq!(norm(b"abcdef\x1b[3D\x1b[2J\n"), "abcdef\n\n");
         assert_eq!(norm("h\u{e9}llo\x1b[4D\x1b[1K!\n".as_bytes()), " !llo\n");
     }
 
@@ -934,10 +818,12 @@ mod tests {
         assert_eq!(norm(b"ab\x1b[Cc\x1b[0Cd\n"), "ab c d\n");
         assert_eq!(norm(b"abcdef\x1b[2DX\n"), "abcdXf\n");
         assert_eq!(norm(b"ab\x1b[9DX\n"), "Xb\n");
-        assert_eq!(norm(b"abcdef\x1b[5;3HX\n"), "abXdef\n");
-        assert_eq!(norm(b"abcdef\x1b[5;3fX\x1b[HY\n"), "YbXdef\n");
-        assert_eq!(norm(b"abc\x1b[2AX\x1b[BY\n"), "abcXY\n");
-        assert_eq!(norm(b"abc\x1b[EX\x1b[1FY\n"), "Ybc\n");
+        // Moves to the row the cursor is on stay in the line model (the first row here; moves
+        // to other rows are in `cursor_addressing_to_other_rows`).
+        assert_eq!(norm(b"abcdef\x1b[1;3HX\n"), "abXdef\n");
+        assert_eq!(norm(b"abcdef\x1b[1;3fX\x1b[HY\n"), "YbXdef\n");
+        assert_eq!(norm(b"abc\x1b[2AX\x1b[CY\n"), "abcX Y\n");
+        assert_eq!(norm(b"abc\x1b[EX\x1b[1FY\n").lines().next(), Some("Ybc"));
         assert_eq!(norm(b"abc\x1b[20C\n"), "abc\n");
         assert_eq!(
             norm("\u{e9}\u{e8}\u{ea}\x1b[2GX\x1b[CY\n".as_bytes()),
@@ -1001,7 +887,7 @@ mod tests {
             norm(b"a\x1bXsos\x1b\\b\x1b^pm\x1b\\c\x1b_apc\x1b\\d\n"),
             "abcd\n"
         );
-        assert_eq!(norm(b"a\x1b=b\x1b>c\x1b(Bd\x1bMe\x1bcf\n"), "abcdef\n");
+        assert_eq!(norm(b"a\x1b=b\x1b>c\x1b(Bd\x1bNe\x1bOf\n"), "abcdef\n");
         assert_eq!(norm(b"a\x1b[31\x18b\n"), "ab\n");
         assert_eq!(norm(b"a\x1b]0;t\x1ab\n"), "ab\n");
     }
@@ -1136,6 +1022,316 @@ mod tests {
         );
     }
 
+    fn sized(input: &[u8], cols: u16, rows: u16) -> String {
+        let opts = NormaliseOptions {
+            cols,
+            rows,
+            ..NormaliseOptions::default()
+        };
+        let whole = normalise(input, opts);
+        for cut in [1, input.len() / 3, input.len() / 2] {
+            assert_eq!(chunked(input, &[cut], opts), whole, "cut at {cut}");
+        }
+        whole
+    }
+
+    #[test]
+    fn cursor_addressing_to_other_rows() {
+        assert_eq!(norm(b"abcdef\x1b[5;3HX\n"), "abcdef\n\n\n\n  X\n");
+        assert_eq!(norm(b"abcdef\x1b[5;3fX\x1b[HY\n"), "Ybcdef\n\n\n\n  X\n");
+        assert_eq!(norm(b"abc\x1b[2AX\x1b[BY\n"), "abcX\n    Y\n");
+        assert_eq!(norm(b"abc\x1b[EX\x1b[1FY\n"), "Ybc\nX\n");
+        assert_eq!(norm(b"one\ntwo\n\x1b[2AONE\n"), "one\ntwo\nONE\n");
+        // VPA keeps the column.
+        assert_eq!(norm(b"a\nb\x1b[1;1HA\x1b[3dc\n"), "a\nA\nb\n c\n");
+    }
+
+    #[test]
+    fn cursor_addressed_dashboard() {
+        let frame = b"\x1b[2J\x1b[1;1Hcluster status\x1b[4;1Hnode-07 FAILED\x1b[5;1Hnode-08 ok";
+        let input = [&b"build starts\r\n"[..], frame].concat();
+        let expected = "build starts\ncluster status\n\n\nnode-07 FAILED\nnode-08 ok\n";
+        assert_eq!(norm(&input), expected);
+        // The same frame redrawn a hundred times is written out once.
+        let redrawn = [&b"build starts\r\n"[..], &frame.repeat(100)].concat();
+        assert_eq!(norm(&redrawn), expected);
+        // Each frame that differs is written out when the screen is cleared.
+        let mut ticking = b"build starts\r\n".to_vec();
+        for i in 0..5 {
+            ticking.extend_from_slice(
+                format!("\x1b[2J\x1b[Hup {i}s\x1b[3;1Hnode-07 FAILED").as_bytes(),
+            );
+        }
+        let out = norm(&ticking);
+        for i in 0..5 {
+            assert_eq!(out.matches(&format!("up {i}s\n")).count(), 1, "{out}");
+        }
+        assert_eq!(out.matches("node-07 FAILED").count(), 5);
+        // A one-line status redrawn on a cleared screen.
+        assert_eq!(norm(&b"\x1b[2J\x1b[Hstatus: ok".repeat(50)), "status: ok\n");
+    }
+
+    #[test]
+    fn alternate_screen() {
+        for mode in ["1049", "1047", "47"] {
+            let input = format!(
+                "before\r\n\x1b[?{mode}h\x1b[H\x1b[2Jpage line 1\r\npage line 2\x1b[1;6HLINE\
+                 \x1b[?{mode}lafter\r\n"
+            );
+            assert_eq!(
+                norm(input.as_bytes()),
+                "before\npage LINE 1\npage line 2\nafter\n",
+                "mode {mode}"
+            );
+        }
+        // Redrawn in place, many times: the last state is written out when the program leaves.
+        let mut input = b"$ less log\r\n\x1b[?1049h".to_vec();
+        for i in 0..20 {
+            input.extend_from_slice(
+                format!("\x1b[Hline {i}\x1b[K\r\nline {}\x1b[K", i + 1).as_bytes(),
+            );
+        }
+        input.extend_from_slice(b"\x1b[?1049l$ ");
+        assert_eq!(norm(&input), "$ less log\nline 19\nline 20\n$ ");
+        // A prompt left pending before the alternate screen is still pending after it.
+        // (1049 keeps the cursor where it was: on the alternate screen too.)
+        let prompt = b"wait: \x1b[?1049hfull\x1b[?1049lok\n";
+        assert_eq!(norm(prompt), "      full\nwait: ok\n");
+        // The alternate screen shown when the output ends is written out.
+        assert_eq!(norm(b"\x1b[?1049h\x1b[2;1Hhtop"), "htop\n");
+        // Leaving it when it was not shown changes nothing.
+        assert_eq!(norm(b"a\x1b[?1049lb\n"), "ab\n");
+    }
+
+    #[test]
+    fn scroll_regions() {
+        // apt-style: the last row holds a progress bar, the log scrolls in the rows above.
+        let mut input = b"\x1b7\x1b[1;4r\x1b8".to_vec();
+        for i in 1..=10 {
+            input.extend_from_slice(
+                format!(
+                    "log line {i}\r\n\x1b7\x1b[5;1HProgress: {}%\x1b[K\x1b8",
+                    i * 10
+                )
+                .as_bytes(),
+            );
+        }
+        let logs: String = (1..=10).map(|i| format!("log line {i}\n")).collect();
+        assert_eq!(sized(&input, 40, 5), logs.clone() + "\nProgress: 100%\n");
+        // The bar erased and the region reset at the end, as apt does.
+        input.extend_from_slice(b"\x1b7\x1b[r\x1b[5;1H\x1b[K\x1b8done\r\n");
+        assert_eq!(sized(&input, 40, 5), logs + "done\n");
+        // A region below a fixed header: rows scrolled out of it are written out too.
+        let mut input = b"\x1b[2J\x1b[1;1Hheader\x1b[2;3r\x1b[2;1H".to_vec();
+        for i in 1..=4 {
+            input.extend_from_slice(format!("item {i}\r\n").as_bytes());
+        }
+        assert_eq!(
+            sized(&input, 20, 3),
+            "item 1\nitem 2\nitem 3\nheader\nitem 4\n"
+        );
+        // Reverse index at the top of the region scrolls it down.
+        // Reverse index at the top of the region scrolls it down; the row pushed out at its
+        // bottom is dropped, as on a terminal.
+        assert_eq!(
+            sized(
+                b"\x1b[2;1H\x1b[Ha\r\nb\r\nc\x1b[2;3r\x1b[2;1H\x1bMnew",
+                20,
+                3
+            ),
+            "a\nnew\nb\n"
+        );
+    }
+
+    #[test]
+    fn top_like_output() {
+        // `top -b` writes plain frames: they pass as they are.
+        let batch = "top - 10:00:01 up 1 day\nTasks: 1 total\n\n  PID USER\n    1 root\n\n";
+        assert_eq!(norm(batch.repeat(3).as_bytes()), batch.repeat(3));
+        // Interactive top: each frame drawn from the home position over the last one.
+        let mut input = b"\x1b[H\x1b[2J".to_vec();
+        for s in 1..=30 {
+            input.extend_from_slice(
+                format!(
+                    "\x1b[Htop - 10:00:{s:02} up 1 day\x1b[K\r\nTasks: {s} total\x1b[K\r\n\x1b[K\r\n  \
+                     PID USER\x1b[K\r\n    1 root\x1b[K\x1b[J"
+                )
+                .as_bytes(),
+            );
+        }
+        let out = norm(&input);
+        assert_eq!(
+            out,
+            "top - 10:00:01 up 1 day\nTasks: 1 total\n\n  PID USER\n\
+             top - 10:00:30 up 1 day\nTasks: 30 total\n\n  PID USER\n    1 root\n"
+        );
+    }
+
+    #[test]
+    fn multi_line_progress_redrawn_with_cursor_up() {
+        let progress = |before: &str| {
+            let mut input = before.as_bytes().to_vec();
+            input.extend_from_slice(b"#1 pull 0%\r\n#2 build 0%\r\n");
+            for i in 1..=100 {
+                input.extend_from_slice(
+                    format!("\x1b[2A#1 pull {i}%\x1b[K\r\n#2 build {i}%\x1b[K\r\n").as_bytes(),
+                );
+            }
+            input.extend_from_slice(b"done\r\n");
+            input
+        };
+        let expected = "#1 pull 0%\n#2 build 0%\n#1 pull 100%\n#2 build 100%\ndone\n";
+        assert_eq!(
+            sized(&progress("start\r\n"), 200, 50),
+            format!("start\n{expected}")
+        );
+        // At the bottom of a full screen, which has scrolled.
+        let before: String = (0..60).map(|i| format!("line {i}\r\n")).collect();
+        let out = sized(&progress(&before), 200, 50);
+        assert_eq!(out, before.replace('\r', "") + expected);
+        // indicatif-style: each bar cleared with cursor-up and erase, then drawn again.
+        let mut input = b"log\r\n".to_vec();
+        for i in 0..50 {
+            if i > 0 {
+                input.extend_from_slice(b"\x1b[1A\x1b[2K\x1b[1A\x1b[2K\r");
+            }
+            input.extend_from_slice(format!("a [{i:>2}/49]\r\nb [{i:>2}/49]\r\n").as_bytes());
+        }
+        assert_eq!(
+            norm(&input),
+            "log\na [ 0/49]\nb [ 0/49]\na [49/49]\nb [49/49]\n"
+        );
+    }
+
+    #[test]
+    fn carriage_return_progress_collapses_in_both_models() {
+        let mut bar = b"\x1b[2J\x1b[3;1Hdownloading\r\n".to_vec();
+        for i in 0..=100 {
+            bar.extend_from_slice(format!("\r[{i:>3}%]").as_bytes());
+        }
+        bar.extend_from_slice(b"\r\n");
+        assert_eq!(norm(&bar), "downloading\n[100%]\n");
+    }
+
+    #[test]
+    fn screen_rows_scroll_off_in_order() {
+        let mut input = b"\x1b[2;1Hfirst\r\n".to_vec();
+        for i in 0..20 {
+            input.extend_from_slice(format!("row {i}\r\n").as_bytes());
+        }
+        let expected: String = (0..20).map(|i| format!("row {i}\n")).collect();
+        assert_eq!(sized(&input, 10, 4), format!("\nfirst\n{expected}"));
+    }
+
+    #[test]
+    fn autowrap_in_screen_mode() {
+        // A long line wraps on the screen but is written out whole.
+        assert_eq!(
+            sized(b"\x1b[2;1H\x1b[Habcdefghij\r\nk", 4, 4),
+            "abcdefghij\nk\n"
+        );
+        // Also when its rows scroll off one by one, and when the rest is on the screen at the
+        // end. (The blank row scrolled off first is an empty line, as in a scrollback. Once a
+        // screen of lines has scrolled, "m" is the line model's pending line.)
+        let scrolled = sized(b"\x1b[2;1Habcdefghij\r\nk\r\nl\r\nm", 4, 3);
+        assert_eq!(scrolled, "\nabcdefghij\nk\nl\nm");
+        assert_eq!(
+            sized(b"\x1b[2;1Habcdefghij\r\nk", 4, 3),
+            "\nabcdefghij\nk\n"
+        );
+        // With autowrap off, the last column is overwritten.
+        assert_eq!(sized(b"\x1b[?7l\x1b[2;1Habcdefghij", 4, 3), "abcj\n");
+    }
+
+    #[test]
+    fn screen_edits() {
+        let screen = |s: &[u8]| sized(&[&b"\x1b[2;1H\x1b[H"[..], s].concat(), 10, 4);
+        assert_eq!(screen(b"a\r\nb\r\nc\x1b[2;1H\x1b[L"), "a\n\nb\nc\n");
+        assert_eq!(screen(b"a\r\nb\r\nc\x1b[2;1H\x1b[M"), "a\nc\n");
+        assert_eq!(screen(b"abcdef\x1b[1;3H\x1b[2P"), "abef\n");
+        assert_eq!(screen(b"abcdef\x1b[1;3H\x1b[2@"), "ab  cdef\n");
+        assert_eq!(screen(b"abcdef\x1b[1;3H\x1b[2X"), "ab  ef\n");
+        assert_eq!(screen(b"a\r\nb\r\nc\x1b[2;2H\x1b[1J"), "c\n");
+        assert_eq!(screen(b"a\r\nb\r\nc\x1b[2;1H\x1b[J"), "a\n");
+        assert_eq!(screen(b"abc\x1b[1;2H\x1b[1K"), "  c\n");
+        assert_eq!(screen(b"a\tb"), "a       b\n");
+        assert_eq!(screen(b"a\r\nb\x1b[S"), "a\nb\n");
+        assert_eq!(screen(b"a\r\nb\x1b[T"), "a\nb\n");
+        // Full reset: what the screen showed is written out, then plain text as before.
+        assert_eq!(norm(b"\x1b[5;1Hx\x1bcplain\n"), "x\nplain\n");
+    }
+
+    #[test]
+    fn plain_text_after_the_screen_is_line_mode_again() {
+        let mut n = Normaliser::new(NormaliseOptions::default());
+        let mut out = String::new();
+        n.feed(b"\x1b[3;1Hdrawn\x1b[H\x1b[2J", &mut out);
+        assert_eq!(out, "drawn\n");
+        assert!(
+            n.term.display.screen.is_none(),
+            "clearing the screen ends screen mode"
+        );
+        n.feed(b"progress 1\rprogress 2", &mut out);
+        assert_eq!(n.pending_line(), "progress 2");
+        n.feed(b"\r\n", &mut out);
+        assert_eq!(out, "drawn\nprogress 2\n");
+    }
+
+    #[test]
+    fn the_line_model_takes_over_once_a_screen_of_lines_has_scrolled() {
+        let mut input = b"one\r\ntwo\r\n\x1b[2Aone!\r\ntwo!\r\n".to_vec();
+        let lines: String = (0..10).map(|i| format!("l{i}\n")).collect();
+        input.extend_from_slice(lines.replace('\n', "\r\n").as_bytes());
+        input.extend_from_slice(b"x\ry");
+        let opts = NormaliseOptions {
+            cols: 20,
+            rows: 5,
+            ..NormaliseOptions::default()
+        };
+        let mut n = Normaliser::new(opts);
+        let mut out = String::new();
+        n.feed(&input, &mut out);
+        assert!(n.term.display.screen.is_none(), "back in the line model");
+        assert_eq!(n.pending_line(), "y");
+        n.finish(&mut out);
+        assert_eq!(out, format!("one\ntwo\none!\ntwo!\n{lines}y"));
+        assert_eq!(sized(&input, 20, 5), out);
+        // Not while the program still draws above: a bar redrawn below the log.
+        let mut bars = Vec::new();
+        for i in 0..20 {
+            bars.extend_from_slice(format!("\x1b[1A\x1b[2Klog {i}\r\n[{i:>2}/19]\r\n").as_bytes());
+        }
+        let log: String = (0..20).map(|i| format!("log {i}\n")).collect();
+        assert_eq!(
+            sized(&[&b"start\r\n\r\n"[..], &bars].concat(), 20, 5),
+            format!("start\n\n{log}[19/19]\n")
+        );
+        // Colours do not count as drawing, whichever path takes them.
+        let coloured = "\x1b[2A\x1b[1;32mok\x1b[m\r\n".repeat(6);
+        let coloured = [&b"a\r\nb\r\n"[..], coloured.as_bytes()].concat();
+        assert_eq!(sized(&coloured, 20, 5), "a\nb\nok\n");
+        assert_eq!(norm(&coloured), "a\nb\nok\n");
+        // A line wrapped across the hand-over stays one line.
+        let mut wide = b"\x1b[2;1H\x1b[H".to_vec();
+        wide.extend_from_slice("abcdefghij\r\n".repeat(3).as_bytes());
+        wide.extend_from_slice(b"abcdefghij");
+        assert_eq!(sized(&wide, 4, 3), "abcdefghij\n".repeat(3) + "abcdefghij");
+    }
+
+    #[test]
+    fn pending_line_in_screen_mode_is_the_cursor_row() {
+        let mut n = Normaliser::new(NormaliseOptions::default());
+        let mut out = String::new();
+        assert_eq!(
+            n.feed(b"\x1b[?1049h\x1b[10;1HContinue? [y/N] ", &mut out),
+            0
+        );
+        assert_eq!(n.pending_line(), "Continue? [y/N]");
+        assert_eq!(out, "");
+        assert_eq!(n.finish(&mut out), 1);
+        assert_eq!(out, "Continue? [y/N]\n");
+    }
+
     /// Pieces that random inputs are made of.
     fn piece() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
@@ -1149,6 +1345,7 @@ mod tests {
                 "\u{9b}".as_bytes().to_vec(), b"\xc2".to_vec(), b"\xe2\x82".to_vec(),
                 b"\x80".to_vec(), b"\xff".to_vec(), b"\x1b]8;;http://x\x1b\\".to_vec(),
             ]),
+            2 => screen_piece(),
             2 => ("[<-?]?", prop::collection::vec(0u16..30, 0..3), "[ -/]?", "[@-~]").prop_map(
                 |(private, params, inter, fin)| {
                     let params: Vec<String> = params.iter().map(u16::to_string).collect();
@@ -1157,6 +1354,68 @@ mod tests {
             ),
             1 => prop::collection::vec(any::<u8>(), 1..6),
         ]
+    }
+
+    /// Sequences that hand over to the screen model, or act on it.
+    fn screen_piece() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            (0u16..8, 0u16..14, prop::sample::select(vec!["H", "f"]))
+                .prop_map(|(r, c, f)| format!("\x1b[{r};{c}{f}").into_bytes()),
+            (
+                0u16..4,
+                prop::sample::select(vec!["A", "B", "E", "F", "d", "L", "M", "S", "T"])
+            )
+                .prop_map(|(n, f)| format!("\x1b[{n}{f}").into_bytes()),
+            (0u16..5, 0u16..8).prop_map(|(t, b)| format!("\x1b[{t};{b}r").into_bytes()),
+            prop::sample::select(vec![
+                b"\x1b[2J".to_vec(),
+                b"\x1b[J".to_vec(),
+                b"\x1b[1J".to_vec(),
+                b"\x1b[?1049h".to_vec(),
+                b"\x1b[?1049l".to_vec(),
+                b"\x1b[?47h".to_vec(),
+                b"\x1b[?47l".to_vec(),
+                b"\x1b[?1047;25h".to_vec(),
+                b"\x1b[?7l".to_vec(),
+                b"\x1b[?7h".to_vec(),
+                b"\x1bM".to_vec(),
+                b"\x1bD".to_vec(),
+                b"\x1bE".to_vec(),
+                b"\x1bc".to_vec(),
+                b"\x1b7".to_vec(),
+                b"\x1b8".to_vec(),
+                b"\x1b[s".to_vec(),
+                b"\x1b[u".to_vec(),
+                b"\x1b[r".to_vec(),
+                b"\x1b[2P".to_vec(),
+                b"\x1b[3@".to_vec(),
+                b"\x1b[2X".to_vec(),
+                b"\x1b[K".to_vec(),
+                b"\x1b[1;31m".to_vec(),
+                b"\x1b[m".to_vec(),
+                b"\x1b[?25l".to_vec(),
+            ]),
+        ]
+    }
+
+    /// Input that uses the screen model: plain text, line ends and screen sequences.
+    fn screen_input() -> impl Strategy<Value = Vec<u8>> {
+        let part = prop_oneof![
+            3 => "[ -~\t\u{e9}]{0,12}".prop_map(String::into_bytes),
+            2 => prop::sample::select(vec![b"\r\n".to_vec(), b"\n".to_vec(), b"\r".to_vec()]),
+            3 => screen_piece(),
+            1 => piece(),
+        ];
+        prop::collection::vec(part, 0..60).prop_map(|parts| parts.concat())
+    }
+
+    /// A small terminal, so that rows scroll off and wrap often.
+    fn small_terminal() -> impl Strategy<Value = NormaliseOptions> {
+        (1u16..12, 1u16..7).prop_map(|(cols, rows)| NormaliseOptions {
+            cols,
+            rows,
+            ..NormaliseOptions::default()
+        })
     }
 
     fn input() -> impl Strategy<Value = Vec<u8>> {
@@ -1248,6 +1507,74 @@ mod tests {
         ) {
             let text = lines.iter().fold(String::new(), |text, l| text + l + "\n") + &last;
             prop_assert_eq!(norm(text.as_bytes()), text);
+        }
+
+        #[test]
+        fn screen_mode_does_not_depend_on_chunking(
+            input in screen_input(),
+            opts in small_terminal(),
+            cuts in prop::collection::vec(any::<usize>(), 0..8),
+        ) {
+            let whole = normalise(&input, opts);
+            prop_assert_eq!(&chunked(&input, &cuts, opts), &whole);
+            let mut n = Normaliser::new(opts);
+            let (mut slow, mut newlines) = (String::new(), 0);
+            for byte in &input {
+                newlines += n.feed(std::slice::from_ref(byte), &mut slow);
+                prop_assert!(!n.pending_line().contains('\n'));
+            }
+            newlines += n.finish(&mut slow);
+            prop_assert_eq!(&slow, &whole);
+            prop_assert_eq!(newlines, count_newlines(&slow));
+        }
+
+        /// Whatever is printed, the screen model holds its grids (two while the alternate
+        /// screen is shown), the last frame and the cursor's row: rows x cols chars each.
+        #[test]
+        fn screen_memory_is_bounded(
+            input in screen_input(),
+            opts in small_terminal(),
+            repeat in 1usize..20,
+        ) {
+            let (cols, rows) = (usize::from(opts.cols), usize::from(opts.rows));
+            // Two grids of `char` cells and a row's state and place each; the last frame and
+            // the cursor's row in chars of 4 bytes at most (a newline per row), twice over for
+            // `String`'s doubling, and a small allocation's minimum.
+            let grid = cols * rows * 4 + rows * 3 * size_of::<usize>();
+            let bound = 2 * grid + 2 * rows * (cols * 4 + 1) + 2 * cols * 4 + 2 * 16;
+            let mut n = Normaliser::new(opts);
+            let mut out = String::new();
+            for _ in 0..repeat {
+                for chunk in input.chunks(7) {
+                    n.feed(chunk, &mut out);
+                    let held = n.term.display.screen_bytes();
+                    prop_assert!(held <= bound, "{} bytes held, bound {}", held, bound);
+                    prop_assert!(n.pending_len() <= DEFAULT_MAX_LINE_BYTES);
+                }
+                out.clear();
+            }
+        }
+
+        /// Plain text is unchanged by the screen model, before it and after it: once the screen
+        /// is cleared, or the alternate screen left, lines pass as they are again.
+        #[test]
+        fn plain_text_around_the_screen_is_unchanged(
+            before in prop::collection::vec("[ -~\u{a0}-\u{10ffff}]{0,40}", 0..6),
+            screen in screen_input(),
+            after in prop::collection::vec("[ -~\u{a0}-\u{10ffff}]{0,40}", 1..6),
+            alt in any::<bool>(),
+        ) {
+            let lines = |lines: &[String]| lines.iter().fold(String::new(), |t, l| t + l + "\n");
+            let (before, after) = (lines(&before), lines(&after));
+            let (open, close): (&[u8], &[u8]) = if alt {
+                (b"\x1b[?1049h", b"\x1b[?1049l\x1bc")
+            } else {
+                (b"\x1b[5;1H", b"\x1bc")
+            };
+            let input = [before.as_bytes(), open, &screen, close, after.as_bytes()].concat();
+            let out = norm(&input);
+            prop_assert!(out.starts_with(&before), "{:?}", out);
+            prop_assert!(out.ends_with(&after), "{:?}", out);
         }
     }
 }

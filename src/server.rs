@@ -37,6 +37,7 @@ use crate::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::grep::{DEFAULT_MAX_COUNT, grep_file};
 use crate::highlight::Patterns;
 use crate::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow, StatusFilter};
+use crate::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, ExitEvent, GrepEvent, GrepRequest, HistoryEvent, HistoryRequest,
     MAX_REQUEST_BYTES, PROTOCOL_VERSION, PongEvent, PurgeRequest, Request, RunId, RunRequest,
@@ -51,9 +52,8 @@ use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, chi
 use self::live::{RecentRun, RunEntry, Session};
 use self::recorder::{Record, Recorder};
 
-/// Terminal size and type a run gets unless it asks otherwise.
-const DEFAULT_COLS: u16 = 200;
-const DEFAULT_ROWS: u16 = 50;
+/// Terminal type a run gets unless it asks otherwise (its size: the normaliser's defaults,
+/// [`DEFAULT_COLS`] x [`DEFAULT_ROWS`], which its screen model assumes when told nothing).
 const DEFAULT_TERM: &str = "xterm-256color";
 
 /// How long shutdown waits, past the kill grace, for runs to wind up and clients to be told.

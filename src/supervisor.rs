@@ -750,9 +750,17 @@ impl Reader {
         data_dir: &DataDir,
         drain: Drain,
     ) -> Reader {
+        let defaults = NormaliseOptions::default();
+        // The screen model draws on a terminal of the PTY's size.
+        let size = spec.tty.unwrap_or(TtySize {
+            cols: defaults.cols,
+            rows: defaults.rows,
+        });
         let normaliser = Normaliser::new(NormaliseOptions {
             raw: spec.raw,
-            ..NormaliseOptions::default()
+            cols: size.cols,
+            rows: size.rows,
+            ..defaults
         });
         let capture = Capture::new(spec.limits, SpillPolicy::Always(data_dir.clone()))
             .with_spill_cap(spec.max_spill)

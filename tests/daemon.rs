@@ -292,6 +292,14 @@ fn sigterm_stops_runs_records_them_and_exits_cleanly() {
     let started = client.event().unwrap();
     assert_eq!(started["type"], "started");
     let pgid = started["pid"].as_u64().unwrap() as u32;
+    // The shell's echo races the signal otherwise (a run killed 2 ms in has no output).
+    wait_for(
+        || {
+            let ps = daemon.client().ask(&json!({"v": 1, "op": "ps"}));
+            ps["runs"][0]["total_lines"].as_u64() > Some(0)
+        },
+        "the run's first line",
+    );
     let socket = daemon.socket.clone();
     let status = daemon.terminate();
     assert!(status.success(), "{status:?}");

@@ -58,6 +58,7 @@ proptest! {
         let opts = NormaliseOptions {
             raw,
             max_line_bytes: if small_line_cap { 64 } else { NormaliseOptions::default().max_line_bytes },
+            ..NormaliseOptions::default()
         };
         engine(&EngineCase {
             input: &input,

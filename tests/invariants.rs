@@ -73,14 +73,21 @@ pub fn request_bytes(data: &[u8]) {
     }
 }
 
-/// `[flags: bit 0 raw, bit 1 small line cap] [cap] [cuts] payload`, through [`normaliser`].
+/// `[flags: bit 0 raw, bit 1 small line cap, bit 2 small terminal] [cap] [size] [cuts]
+/// payload`, through [`normaliser`].
 pub fn normalise_bytes(data: &[u8]) {
     let mut r = Reader(data);
     let flags = r.byte();
-    let opts = NormaliseOptions {
+    let mut opts = NormaliseOptions {
         raw: bit(flags, 0),
         max_line_bytes: r.line_cap(bit(flags, 1)),
+        ..NormaliseOptions::default()
     };
+    if bit(flags, 2) {
+        // Up to 16 x 8: rows scroll off and wrap often.
+        let size = r.byte();
+        (opts.cols, opts.rows) = (1 + u16::from(size % 16), 1 + u16::from(size / 16 % 8));
+    }
     let cuts = r.cuts();
     normaliser(r.payload(), opts, &cuts);
 }
@@ -103,6 +110,7 @@ pub fn preview_bytes(data: &[u8]) {
     let opts = NormaliseOptions {
         raw: bit(flags, 2),
         max_line_bytes: r.line_cap(bit(flags, 3)),
+        ..NormaliseOptions::default()
     };
     let cuts = r.cuts();
     engine(&EngineCase {
@@ -188,25 +196,34 @@ fn encode(request: &Request) -> String {
 // ---------------------------------------------------------------------------------------
 // The normaliser
 
-/// `input` normalised whole and in the chunks `cuts` make: the same text either way, a pending
-/// line within the cap and without a newline after every chunk, no control characters but
-/// `\n` and `\t` in the text, and no more lines than the input ended; raw mode only repairs
-/// UTF-8.
+/// `input` normalised whole and in the chunks `cuts` make: the same text either way, the
+/// newlines counted as appended, a pending line without a newline after every chunk and within
+/// the cap (or, in screen mode, a row of the screen), no control characters but `\n` and `\t`
+/// in the text, and no more lines than the input ended but for those the screen model writes
+/// out (each escape sequence can write out a screen's rows at most, twice for a reset, and the
+/// end of the output a screen's more); raw mode only repairs UTF-8.
 pub fn normaliser(input: &[u8], opts: NormaliseOptions, cuts: &[usize]) {
     let whole = normalise(input, opts);
     let mut n = Normaliser::new(opts);
     let mut out = String::new();
+    let mut newlines = 0;
+    let row_bytes = 4 * usize::from(opts.cols);
     for piece in pieces(input, cuts) {
-        n.feed(piece, &mut out);
+        newlines += n.feed(piece, &mut out);
         let pending = n.pending_line();
         assert!(!pending.contains('\n'), "pending line {pending:?}");
         assert!(
-            pending.len() <= opts.max_line_bytes.max(4),
+            pending.len() <= opts.max_line_bytes.max(4).max(row_bytes),
             "pending line of {} bytes over the cap",
             pending.len()
         );
     }
-    n.finish(&mut out);
+    newlines += n.finish(&mut out);
+    assert_eq!(
+        newlines,
+        out.matches('\n').count() as u64,
+        "newlines counted"
+    );
     assert_eq!(out, whole, "chunking changed the output");
     assert!(std::str::from_utf8(whole.as_bytes()).is_ok());
     if opts.raw {
@@ -221,9 +238,11 @@ pub fn normaliser(input: &[u8], opts: NormaliseOptions, cuts: &[usize]) {
         .chars()
         .find(|&c| c.is_control() && c != '\n' && c != '\t');
     assert_eq!(control, None, "a control character in {whole:?}");
-    let ended = |bytes: &[u8]| bytes.iter().filter(|&&b| b == b'\n').count();
+    let count = |bytes: &[u8], byte: u8| bytes.iter().filter(|&&b| b == byte).count();
+    let screens = 2 * count(input, 0x1B) + 1;
     assert!(
-        ended(whole.as_bytes()) <= ended(input),
+        count(whole.as_bytes(), b'\n')
+            <= count(input, b'\n') + screens * (usize::from(opts.rows) + 1),
         "more lines out than in: {whole:?}"
     );
 }

@@ -14,5 +14,6 @@ mod ops;
 mod read_cli;
 mod redaction;
 mod runaway;
+mod screen;
 mod supervisor;
 mod truncate_cli;
