@@ -92,6 +92,21 @@ enum Command {
     ///
     /// Starts a daemon if none is running. Configure an agent to launch `spillway mcp`.
     Mcp(McpArgs),
+    /// Wire spillway into an agent host: its shell tool runs through `spillway run`, and
+    /// `spillway mcp` is registered for reading, searching and steering runs.
+    ///
+    /// Backs up each file before its first edit (FILE.spillway-backup); `--uninstall` undoes it.
+    Init(crate::init::InitArgs),
+    /// The hook an agent host runs before its shell tool: reads the host's JSON on stdin and
+    /// answers with the command rewritten to run through `spillway run` (never fails).
+    Hook(HookArgs),
+}
+
+#[derive(Debug, Args)]
+struct HookArgs {
+    /// The host whose hook JSON comes on stdin.
+    #[arg(value_enum)]
+    host: crate::hook::Host,
 }
 
 #[derive(Debug, Args)]
@@ -473,6 +488,8 @@ pub fn main() -> ExitCode {
         Command::Follow(args) => live_cli::follow(args),
         Command::Ps(args) => live_cli::ps(args),
         Command::Kill(args) => live_cli::kill(args),
+        Command::Init(args) => crate::init::run(args),
+        Command::Hook(args) => return crate::hook::main(args.host),
         Command::Mcp(args) => args
             .endpoint
             .resolve()

@@ -17,6 +17,8 @@
 //! types into its terminal, and `live_cli` is the command line for all of it.
 //!
 //! `mcp` serves the same as tools over the Model Context Protocol, as a client of the daemon.
+//! `init` wires spillway into an agent host (its pre-tool hook and its MCP servers), and `hook`
+//! is the program that hook runs.
 
 pub mod allocator;
 pub mod capture;
@@ -27,7 +29,9 @@ pub mod daemon;
 pub mod follow;
 pub mod grep;
 pub mod highlight;
+pub mod hook;
 pub mod index;
+pub mod init;
 pub mod input;
 pub mod live;
 pub mod live_cli;

@@ -7,6 +7,7 @@ mod faults;
 mod fuzz_corpus;
 mod helper;
 mod hostile;
+mod hosts;
 mod invariants;
 mod live;
 mod mcp;

@@ -2,6 +2,7 @@
 
 pub mod daemon;
 pub mod node;
+pub mod npm;
 pub mod python;
 
 use std::io::Write;
