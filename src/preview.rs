@@ -764,7 +764,10 @@ fn select(
 fn partial(view: &CaptureView<'_>, from_head: bool, budget: usize) -> Partial {
     if from_head {
         let line_end = memchr::memchr(b'\n', view.head).unwrap_or(view.head.len());
-        let end = floor_char_boundary(view.head, line_end.min(budget));
+        let mut end = floor_char_boundary(view.head, line_end.min(budget));
+        if (end as u64) < view.first_line_bytes {
+            end = token_boundary_before(&view.head[..end]);
+        }
         return Partial {
             from_head,
             start: 0,
@@ -778,7 +781,10 @@ fn partial(view: &CaptureView<'_>, from_head: bool, budget: usize) -> Partial {
     }
     let end = view.tail.len() - usize::from(view.ends_with_newline());
     let line_start = memchr::memrchr(b'\n', &view.tail[..end]).map_or(0, |nl| nl + 1);
-    let start = ceil_char_boundary(view.tail, line_start.max(end.saturating_sub(budget)));
+    let mut start = ceil_char_boundary(view.tail, line_start.max(end.saturating_sub(budget)));
+    if ((end - start) as u64) < view.last_line_bytes {
+        start += token_boundary_after(&view.tail[start..end]);
+    }
     Partial {
         from_head,
         start,
@@ -789,6 +795,43 @@ fn partial(view: &CaptureView<'_>, from_head: bool, budget: usize) -> Partial {
             line_bytes: view.last_line_bytes,
         },
     }
+}
+
+/// How far a cut may move to leave no piece of a word at the edge of a partial line: a piece of
+/// a token cut in two (a credential, say) would reach the model without the prefix that lets
+/// redaction recognise it. Past this the cut stays (a line that is all one token).
+const TOKEN_CUT_SLACK: usize = 128;
+
+/// Whether a byte can be part of a token (letters, digits and the symbols keys are made of).
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+' | b'/' | b'=' | b'.' | b'~')
+}
+
+/// The length of `shown` (a line's start, cut at its end) with a token cut in two at the end
+/// left out, if a token boundary is near.
+fn token_boundary_before(shown: &[u8]) -> usize {
+    let end = shown.len();
+    if end == 0 || !is_token_byte(shown[end - 1]) {
+        return end;
+    }
+    let floor = end.saturating_sub(TOKEN_CUT_SLACK);
+    match shown[floor..].iter().rposition(|&b| !is_token_byte(b)) {
+        Some(i) => floor + i + 1,
+        None => end,
+    }
+}
+
+/// How many bytes at the start of `shown` (a line's end, cut at its start) belong to a token
+/// cut in two, if a token boundary is near (0 otherwise).
+fn token_boundary_after(shown: &[u8]) -> usize {
+    if shown.first().is_none_or(|&b| !is_token_byte(b)) {
+        return 0;
+    }
+    let reach = shown.len().min(TOKEN_CUT_SLACK);
+    shown[..reach]
+        .iter()
+        .position(|&b| !is_token_byte(b))
+        .unwrap_or(0)
 }
 
 /// UTF-8 continuation bytes look like `10xxxxxx`.

@@ -6,12 +6,16 @@ use crate::capture::{Capture, Limits, SpillPolicy};
 use crate::spill::DataDir;
 
 fn preview(text: &str, lines: u64, bytes: u64) -> Preview {
+    preview_in(text, lines, bytes, Direction::Both)
+}
+
+fn preview_in(text: &str, lines: u64, bytes: u64, direction: Direction) -> Preview {
     let tmp = tempfile::tempdir().unwrap();
     let dir = DataDir::open(tmp.path()).unwrap();
     let mut c = Capture::new(Limits::new(lines, bytes).unwrap(), SpillPolicy::Always(dir));
     c.write(text);
     c.finish();
-    Preview::build(&c.view(), Direction::Both, &CliSteps)
+    Preview::build(&c.view(), direction, &CliSteps)
 }
 
 /// The notice's count of omitted lines that look like errors (0 without one).
@@ -146,4 +150,29 @@ fn counts_in_the_notice_never_exceed_the_omitted_lines() {
     assert!(more_count(&p) <= p.omitted_lines);
     let shown_errors = p.content.matches("error: failure in").count() as u64;
     assert_eq!(more_count(&p), 600 - shown_errors);
+}
+
+#[test]
+fn a_partial_line_never_starts_or_ends_inside_a_token() {
+    let token = format!("ghp_{}", "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed8Cb7A");
+    let line = format!(
+        "{} token={token} and then the end of it",
+        "filler ".repeat(3000)
+    );
+    // Tail: the last 50 bytes would start inside the token.
+    let tail = preview_in(&format!("{line}\n"), 10, 50, Direction::Tail);
+    let part = tail.partial_line.unwrap();
+    let shown = &line[line.len() - part.shown_bytes as usize..];
+    assert!(!shown.contains("Cb7A"), "{shown:?}");
+    assert!(shown.starts_with(' '), "{shown:?}");
+    // Head: a token at the cut is left out whole.
+    let text = format!("export GITHUB_TOKEN={token} {}\n", "x ".repeat(5000));
+    let head = preview_in(&text, 10, 40, Direction::Head);
+    let part = head.partial_line.unwrap();
+    assert_eq!(
+        &text[..part.shown_bytes as usize],
+        "export ",
+        "{}",
+        head.content
+    );
 }
