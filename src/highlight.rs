@@ -213,8 +213,6 @@ pub struct Candidate {
     pub after: Vec<String>,
     /// A root cause, not a restatement.
     pub strong: bool,
-    /// What it shares with other instances of the same error (see [`kind_of`]).
-    pub kind: u64,
 }
 
 impl Candidate {
@@ -250,6 +248,8 @@ pub struct Highlighter {
     kept: VecDeque<(Candidate, Kept)>,
     /// Kinds seen so far (at most [`KINDS_TRACKED`]).
     kinds: HashSet<u64>,
+    /// Kept candidates by why they are kept (indexed by [`Kept`]).
+    counts: [usize; 3],
     found: u64,
     /// Numbers of the candidate lines found since [`Highlighter::take_found_lines`].
     found_lines: Vec<u64>,
@@ -278,6 +278,7 @@ impl Highlighter {
             recent: VecDeque::new(),
             kept: VecDeque::new(),
             kinds: HashSet::new(),
+            counts: [0; 3],
             found: 0,
             found_lines: Vec::new(),
             ended: 0,
@@ -483,35 +484,45 @@ impl Highlighter {
         if text.len() > MAX_HIGHLIGHT_BYTES {
             return;
         }
-        let kind = kind_of(text);
-        let new_kind = self.kinds.len() < KINDS_TRACKED && self.kinds.insert(kind);
-        let strong = !self.patterns.is_weak(text);
-        let count = |k: Kept| self.kept.iter().filter(|(_, why)| *why == k).count();
-        let why = if count(Kept::First) < KEEP {
+        // A line's kind is worked out only while a new kind could still be kept: in a flood
+        // of error-level log lines the slots fill within a few dozen lines, and the rest pay
+        // nothing for it (the picker works out the kinds of the few it is offered).
+        let kinds_open = self.counts[Kept::NewKind as usize] < KEEP_KINDS
+            || self.counts[Kept::First as usize] < KEEP;
+        let kind = if kinds_open { kind_of(text) } else { 0 };
+        let new_kind = kinds_open && self.kinds.len() < KINDS_TRACKED && self.kinds.insert(kind);
+        let why = if self.counts[Kept::First as usize] < KEEP {
             Kept::First
-        } else if new_kind && count(Kept::NewKind) < KEEP_KINDS {
+        } else if new_kind && self.counts[Kept::NewKind as usize] < KEEP_KINDS {
             Kept::NewKind
         } else {
             Kept::Recent
         };
-        if why == Kept::Recent && count(Kept::Recent) == KEEP {
+        // The oldest recent one makes room, and lends its buffers.
+        let mut reuse = None;
+        if why == Kept::Recent && self.counts[Kept::Recent as usize] == KEEP {
             let oldest = self.kept.iter().position(|(_, w)| *w == Kept::Recent);
             if let Some(i) = oldest {
-                self.kept.remove(i);
+                reuse = self.kept.remove(i).map(|(c, _)| c);
+                self.counts[Kept::Recent as usize] -= 1;
             }
         }
-        let before = if strong { before } else { Vec::new() };
-        self.kept.push_back((
-            Candidate {
-                line,
-                text: text.to_string(),
-                before,
-                after: Vec::new(),
-                strong,
-                kind,
-            },
-            why,
-        ));
+        let strong = !self.patterns.is_weak(text);
+        let mut candidate = reuse.unwrap_or_else(|| Candidate {
+            line,
+            text: String::new(),
+            before: Vec::new(),
+            after: Vec::new(),
+            strong,
+        });
+        candidate.line = line;
+        candidate.text.clear();
+        candidate.text.push_str(text);
+        candidate.before = if strong { before } else { Vec::new() };
+        candidate.after.clear();
+        candidate.strong = strong;
+        self.counts[why as usize] += 1;
+        self.kept.push_back((candidate, why));
         self.wants_after = AFTER_LINES;
     }
 

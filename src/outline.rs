@@ -396,7 +396,9 @@ impl Outline {
     /// How the run goes on if `line` joins it, or `None` if it ends the run.
     fn joins(&self, line: &str, len: u64) -> Option<Fold> {
         let run = &self.run;
-        let identical = run.last.is_whole() && len == run.last.len && line == run.last.text;
+        // A run of one line keeps it as its head only (its `last` is set once it grows).
+        let last = if run.lines == 1 { &run.head } else { &run.last };
+        let identical = last.is_whole() && len == last.len && line == last.text;
         match run.fold {
             None | Some(Fold::Repeat) if identical => Some(Fold::Repeat),
             None | Some(Fold::Similar)
@@ -414,8 +416,7 @@ impl Outline {
         let mut head = self.spare.pop().unwrap_or_default();
         head.set(line, self.cap);
         head.len = len;
-        let mut last = std::mem::take(&mut self.run.last);
-        last.clone_from(&head);
+        let last = std::mem::take(&mut self.run.last);
         let members = std::mem::take(&mut self.run.members);
         self.run = Run {
             fold: None,
@@ -542,24 +543,46 @@ pub fn cut(text: &str, max: usize) -> &str {
 pub fn similar(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
-            while i < a.len() && a[i].is_ascii_digit() {
-                i += 1;
-            }
-            while j < b.len() && b[j].is_ascii_digit() {
-                j += 1;
-            }
-        } else if a[i] == b[j] {
-            i += 1;
-            j += 1;
-        } else {
+    loop {
+        // Equal bytes are skipped many at a time; only a difference needs looking at.
+        let same = common_prefix(&a[i..], &b[j..]);
+        i += same;
+        j += same;
+        if i == a.len() || j == b.len() {
+            break;
+        }
+        // A difference is allowed only inside numbers: back to where the number starts (the
+        // same on both sides, which are equal up to here), then past it on each side.
+        let digits_before = a[i - same..i]
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        let (si, sj) = (i - digits_before, j - digits_before);
+        if !(a[si..].first().is_some_and(u8::is_ascii_digit)
+            && b[sj..].first().is_some_and(u8::is_ascii_digit))
+        {
             return false;
         }
+        i = si + a[si..].iter().take_while(|c| c.is_ascii_digit()).count();
+        j = sj + b[sj..].iter().take_while(|c| c.is_ascii_digit()).count();
     }
     i == a.len()
         && j == b.len()
         && a.iter().filter(|c| c.is_ascii_alphabetic()).count() >= MIN_LETTERS
+}
+
+/// How many bytes `a` and `b` share at their start, compared 16 at a time.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 16 <= n && a[i..i + 16] == b[i..i + 16] {
+        i += 16;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::ops::RangeInclusive;
 
-use crate::highlight::{Candidate, Findings};
+use crate::highlight::{Candidate, Findings, kind_of};
 
 /// A highlighted block of lines, whole, with its spill line numbers.
 #[derive(Debug, Clone)]
@@ -50,8 +50,9 @@ pub(super) fn choose_highlights(
     let mut kinds = shown.clone();
     for strong in [true, false] {
         for &c in inside.iter().filter(|c| c.strong == strong) {
-            if !kinds.contains(&c.kind) && take(c, omitted, &mut budget, &mut chosen) {
-                kinds.insert(c.kind);
+            let kind = kind_of(&c.text);
+            if !kinds.contains(&kind) && take(c, omitted, &mut budget, &mut chosen) {
+                kinds.insert(kind);
             }
         }
     }
