@@ -301,6 +301,10 @@ struct DaemonArgs {
     /// before it is dropped (idle connections are kept).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
     client_timeout: Duration,
+    /// Standard output is a pipe from the client starting this daemon: write `ready` or
+    /// `error: WHY` there once start-up is over (for `crate::client`; not for people).
+    #[arg(long, hide = true)]
+    report_start: bool,
 }
 
 fn parse_spill_cap(text: &str) -> Result<u64, String> {
@@ -724,6 +728,7 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
         },
         max_spill: args.max_spill,
         client_timeout: args.client_timeout,
+        report_start: args.report_start,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -4,11 +4,10 @@
 //! `--nocapture` to see the figures they measure.
 
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -16,6 +15,9 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use serde_json::{Value, json};
 
 use crate::helper::daemon::{PATIENCE, RawClient, TestDaemon, open_fds, rss_kib, wait_for};
+use crate::helper::users::{
+    NOBODY, as_nobody, cannot_act_as_nobody, chmod, public_spillway, python_for_nobody,
+};
 use crate::helper::{stderr, stdout};
 
 fn ping() -> Value {
@@ -361,21 +363,9 @@ fn last_line(stream: &UnixStream) -> String {
     text.lines().last().unwrap_or_default().to_string()
 }
 
-/// `spillway` reachable by another user: a link (or copy) in a directory anyone may enter.
-fn public_spillway(dir: &Path) -> PathBuf {
-    let exe = dir.join("spillway");
-    if std::fs::hard_link(env!("CARGO_BIN_EXE_spillway"), &exe).is_err() {
-        std::fs::copy(env!("CARGO_BIN_EXE_spillway"), &exe).unwrap();
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    exe
-}
-
 /// `spillway ps` as uid and gid 65534 (nobody), against `socket`.
 fn ps_as_nobody(exe: &Path, socket: &Path) -> Output {
-    Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(exe)
+    as_nobody(exe)
         .args(["ps", "--json", "--socket"])
         .arg(socket)
         .env("SPILLWAY_DATA_DIR", "/nonexistent")
@@ -383,18 +373,32 @@ fn ps_as_nobody(exe: &Path, socket: &Path) -> Output {
         .expect("setpriv")
 }
 
-fn chmod(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+/// What the daemon at `socket` answers a raw client running as nobody (a `ping`), read with
+/// `python` run as nobody: the daemon's own check, with no spillway client in the way.
+fn raw_ping_as_nobody(python: &Path, socket: &Path) -> String {
+    let script = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+s.connect(sys.argv[1])
+try:
+    s.sendall(b'{"v": 1, "op": "ping"}\n')
+except OSError:
+    pass
+print(s.makefile("rb").readline().decode().strip())
+"#;
+    let out = as_nobody(python)
+        .args(["-c", script])
+        .arg(socket)
+        .output()
+        .expect("setpriv python3");
+    stdout(&out)
 }
 
 #[test]
 fn a_peer_of_another_uid_is_refused_for_real() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("hostile: skipped, acting as another user needs root");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        println!("hostile: skipped, setpriv (util-linux) is not installed");
+    if let Some(why) = cannot_act_as_nobody() {
+        println!("hostile: skipped, {why}");
         return;
     }
     let daemon = TestDaemon::start();
@@ -414,15 +418,31 @@ fn a_peer_of_another_uid_is_refused_for_real() {
 
     chmod(run_dir, 0o777);
     chmod(&daemon.socket, 0o666);
-    // Several times: the daemon may hang up before or after the client has sent its request.
-    for _ in 0..5 {
-        let refused = ps_as_nobody(&exe, &daemon.socket);
-        assert_eq!(refused.status.code(), Some(125), "{}", stderr(&refused));
-        assert!(
-            stderr(&refused).contains("serves uid 0 only; connection from uid 65534 refused"),
-            "{}",
-            stderr(&refused)
-        );
+    // nobody's spillway client will not talk to root's daemon at all...
+    let refused = ps_as_nobody(&exe, &daemon.socket);
+    assert_eq!(refused.status.code(), Some(125), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains(&format!(
+            "refusing the daemon at {}: it runs as uid 0, not as this user (uid {NOBODY})",
+            daemon.socket.display()
+        )),
+        "{}",
+        stderr(&refused)
+    );
+    // ...and the daemon will not serve a raw client of nobody's. Several times: the daemon
+    // may hang up before or after the client has sent its request.
+    match python_for_nobody() {
+        None => println!("hostile: no python3 nobody can run; the daemon's own check is skipped"),
+        Some(python) => {
+            for _ in 0..5 {
+                let answer = raw_ping_as_nobody(&python, &daemon.socket);
+                assert!(
+                    answer.contains(r#""code":"forbidden""#)
+                        && answer.contains("serves uid 0 only; connection from uid 65534 refused"),
+                    "{answer}"
+                );
+            }
+        }
     }
     let mut own = daemon.client();
     assert_eq!(

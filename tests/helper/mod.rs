@@ -3,6 +3,7 @@
 pub mod daemon;
 pub mod node;
 pub mod python;
+pub mod users;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
