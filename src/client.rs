@@ -192,8 +192,8 @@ fn start_daemon(endpoint: &Endpoint) -> Result<UnixStream> {
         }
         if let Ok(said) = report.try_recv() {
             match said.trim().strip_prefix("error: ") {
-                // It lost a race to another daemon: wait for the winner to answer.
-                Some(why) if lost_race(why) => refused = Some(why.to_string()),
+                // It lost a race to another daemon on our socket: wait for it to answer.
+                Some(why) if lost_race(why, &endpoint.socket) => refused = Some(why.to_string()),
                 Some(why) => bail!("the daemon could not start: {why}"),
                 None if said.trim().is_empty() => bail!(
                     "the daemon exited as it started, without saying why; see {}",
@@ -216,9 +216,13 @@ fn start_daemon(endpoint: &Endpoint) -> Result<UnixStream> {
     }
 }
 
-/// Whether a daemon's reason for not starting is that another one serves already.
-fn lost_race(why: &str) -> bool {
-    why.contains("already serves data directory") || why.contains("already running on")
+/// Whether a daemon's reason for not starting is that another one serves `socket` already
+/// (one that serves the data directory on another socket will never answer on ours).
+fn lost_race(why: &str, socket: &Path) -> bool {
+    let socket = socket.display();
+    why.contains(&format!(
+        "listening on {socket}) already serves data directory"
+    )) || why.contains(&format!("already running on {socket}"))
 }
 
 /// Reads, on a thread of its own, what the daemon reports about its start-up (the text is

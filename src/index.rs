@@ -912,22 +912,26 @@ fn create_private(path: &Path) -> io::Result<()> {
 }
 
 /// Makes the database and its `-wal` and `-shm` files private (0600) if an older spillway, or
-/// SQLite, left them readable by others. Run only once the file is known to be ours. Symlinks
-/// are not followed; failures are logged, never fatal.
+/// SQLite, left them readable by others. Run only once the file is known to be ours. By path,
+/// never by opening them: closing a descriptor of a file drops every POSIX lock this process
+/// holds on it, SQLite's included, and another process would then take itself for the last
+/// connection and delete the write-ahead log under us. Symlinks are left alone (a symlink put
+/// there after the check needs our uid, in our 0700 directory); failures are logged, never
+/// fatal.
 fn make_private(path: &Path) {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     for suffix in ["", "-wal", "-shm"] {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&name);
-        let Ok(file) = file else { continue };
-        if file.metadata().is_ok_and(|m| m.mode() & 0o777 != 0o600)
-            && let Err(e) = file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        let name = PathBuf::from(name);
+        let Ok(meta) = std::fs::symlink_metadata(&name) else {
+            continue;
+        };
+        if meta.is_file()
+            && meta.mode() & 0o777 != 0o600
+            && let Err(e) = std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600))
         {
-            tracing::warn!(path = %Path::new(&name).display(), error = %e, "cannot make the run index private");
+            tracing::warn!(path = %name.display(), error = %e, "cannot make the run index private");
         }
     }
 }

@@ -5,6 +5,7 @@ mod engine;
 mod examples;
 mod faults;
 mod fuzz_corpus;
+mod hardening;
 mod helper;
 mod hostile;
 mod invariants;

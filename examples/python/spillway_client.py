@@ -109,7 +109,8 @@ def _connect():
         except (FileNotFoundError, ConnectionRefusedError):
             sock.close()
         said = report[0].strip() if report else "ready"
-        if said.startswith("error: ") and "already" not in said:
+        # Unless it lost a race to another daemon on this socket (then wait for that one).
+        if said.startswith("error: ") and f"{path})" not in said and f"running on {path}" not in said:
             raise SpillwayError(f"the daemon could not start: {said[len('error: '):]}")
         time.sleep(0.05)
     raise SpillwayError(f"the daemon did not start at {path}")
