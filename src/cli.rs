@@ -457,7 +457,9 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("spillway: error: {e:#}");
+            // Not eprintln!, which panics when standard error cannot be written (a daemon's
+            // log on a full disk): the exit code still says what happened.
+            let _ = writeln!(io::stderr(), "spillway: error: {e:#}");
             ExitCode::from(EXIT_FAILURE)
         }
     }
@@ -740,8 +742,25 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(io::stderr().is_terminal())
-        .with_writer(io::stderr)
+        .with_writer(|| LogWriter)
         .init();
+}
+
+/// Standard error for the logs, losing what cannot be written. `tracing-subscriber` reports a
+/// failed write with `eprintln!`, which panics when standard error itself cannot be written:
+/// a daemon whose log was on a full disk died at its first log line.
+struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let _ = io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let _ = io::stderr().flush();
+        Ok(())
+    }
 }
 
 /// Records a `truncate` spill in the index, so history lists it and the purge keeps it for the

@@ -451,3 +451,77 @@ fn a_peer_of_another_uid_is_refused_for_real() {
         "the daemon serves its own user"
     );
 }
+
+#[test]
+fn sixty_four_hostile_greps_stay_bounded_and_the_memory_comes_back() {
+    let daemon = TestDaemon::start();
+    let mut client = daemon.client();
+    let script = "seq 1 200000 | sed 's/$/ some words here to search through/'";
+    let exit = client.run_to_exit(&json!({"v": 1, "op": "run", "shell": script, "cwd": "/",
+                                          "tty": false}));
+    let id = exit["id"].as_str().unwrap().to_string();
+    let pid = daemon.pid();
+    let before = rss_kib(pid);
+
+    // Patterns that cost the most: the largest a grep may compile, one over that limit, and
+    // one of a megabyte (refused for its length).
+    let patterns = [
+        r"\w{45}x".to_string(),
+        r"\w{200}x".to_string(),
+        "x".repeat(1_000_000),
+    ];
+    let peak = AtomicU64::new(before);
+    let done = AtomicBool::new(false);
+    let answers: Vec<(String, usize)> = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                peak.fetch_max(rss_kib(pid), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let greps: Vec<_> = (0..64)
+            .map(|i| {
+                let (socket, id, pattern) = (&daemon.socket, &id, &patterns[i % 3]);
+                scope.spawn(move || {
+                    let stream = UnixStream::connect(socket).unwrap();
+                    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+                    let request = json!({"v": 1, "op": "grep", "id": id, "pattern": pattern});
+                    send_line(&stream, &request);
+                    let mut line = String::new();
+                    std::io::BufRead::read_line(&mut std::io::BufReader::new(&stream), &mut line)
+                        .unwrap();
+                    let event: Value = serde_json::from_str(&line).unwrap();
+                    let kind = event["code"].as_str().unwrap_or("grep").to_string();
+                    (kind, line.len())
+                })
+            })
+            .collect();
+        let answers = greps.into_iter().map(|g| g.join().unwrap()).collect();
+        done.store(true, Ordering::SeqCst);
+        answers
+    });
+    let peak = peak.into_inner();
+    for (i, (kind, bytes)) in answers.iter().enumerate() {
+        let expected = if i % 3 == 0 { "grep" } else { "bad_pattern" };
+        assert_eq!(kind, expected, "grep {i}");
+        assert!(*bytes < 4096, "grep {i}: a {bytes}-byte answer");
+    }
+    // The memory goes back once the greps are over (the daemon trims when quiet).
+    let mut idle = rss_kib(pid);
+    wait_for(
+        || {
+            idle = rss_kib(pid);
+            idle < before + 24 * 1024
+        },
+        "the daemon's memory to come back down",
+    );
+    println!(
+        "hostile: 64 greps: daemon RSS {:.1} MiB before, {:.1} MiB at the peak, {:.1} MiB idle \
+         after",
+        before as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        idle as f64 / 1024.0
+    );
+    assert!(peak < before + 256 * 1024, "peak {peak} KiB");
+    assert_eq!(daemon.client().ask(&ping())["type"], "pong");
+}

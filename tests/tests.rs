@@ -4,6 +4,7 @@ mod daemon;
 mod engine;
 mod examples;
 mod faults;
+mod full_disk;
 mod fuzz_corpus;
 mod hardening;
 mod helper;
