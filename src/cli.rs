@@ -342,6 +342,10 @@ struct DaemonArgs {
     /// one), as kind `custom` (repeatable).
     #[arg(long = "redact", value_name = "REGEX")]
     redact: Vec<String>,
+    /// Standard output is a pipe from the client starting this daemon: write `ready` or
+    /// `error: WHY` there once start-up is over (for `crate::client`; not for people).
+    #[arg(long, hide = true)]
+    report_start: bool,
 }
 
 fn parse_spill_cap(text: &str) -> Result<u64, String> {
@@ -500,7 +504,9 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("spillway: error: {e:#}");
+            // Not eprintln!, which panics when standard error cannot be written (a daemon's
+            // log on a full disk): the exit code still says what happened.
+            let _ = writeln!(io::stderr(), "spillway: error: {e:#}");
             ExitCode::from(EXIT_FAILURE)
         }
     }
@@ -786,6 +792,7 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
         max_spill: args.max_spill,
         client_timeout: args.client_timeout,
         redactor: redactor(args.no_redact, &args.redact)?,
+        report_start: args.report_start,
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -806,8 +813,25 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(io::stderr().is_terminal())
-        .with_writer(io::stderr)
+        .with_writer(|| LogWriter)
         .init();
+}
+
+/// Standard error for the logs, losing what cannot be written. `tracing-subscriber` reports a
+/// failed write with `eprintln!`, which panics when standard error itself cannot be written:
+/// a daemon whose log was on a full disk died at its first log line.
+struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let _ = io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let _ = io::stderr().flush();
+        Ok(())
+    }
 }
 
 /// Records a `truncate` spill in the index, so history lists it and the purge keeps it for the

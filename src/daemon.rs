@@ -1,12 +1,17 @@
-//! The daemon's lifecycle: claiming the socket, serving, and shutting down cleanly.
+//! The daemon's lifecycle: claiming the data directory and the socket, serving, and shutting
+//! down cleanly.
 //!
 //! Start-up happens before the async runtime exists (no threads yet, so setting the umask for
-//! the bind is safe): the data directory is checked, then the socket is either inherited from
-//! systemd (`LISTEN_FDS`/`LISTEN_PID`) or bound by us. Binding first takes an exclusive lock
-//! on `<socket>.lock`, so of two daemons started at once exactly one wins, and only the winner
-//! may replace a stale socket file left by a crash (one that refuses connections). Nothing at
-//! those paths is followed if it is a symbolic link, and nothing but a socket is ever replaced.
-//! The soft limit on open files is raised to the hard one, since every client holds one.
+//! the bind is safe): the data directory is checked and locked (one daemon per data directory,
+//! see [`lock`]), then the socket is either inherited from systemd (`LISTEN_FDS`/`LISTEN_PID`)
+//! or bound by us. Binding first takes an exclusive lock on `<socket>.lock`, so of two daemons
+//! started at once on one socket exactly one wins, and only the winner may replace a stale
+//! socket file left by a crash (one that refuses connections). Nothing at those paths is
+//! followed if it is a symbolic link, and nothing but a socket is ever replaced. The soft
+//! limit on open files is raised to the hard one, since every client holds one. The index is
+//! opened last, with room made for it on a full disk ([`crate::space`]), and what a dead
+//! daemon left behind is put right ([`crate::recover`]). A daemon started by a client tells
+//! it how start-up went ([`report`]).
 //!
 //! SIGTERM or SIGINT (via `signal-hook`) starts a graceful shutdown: stop accepting, stop every
 //! running command's process group (TERM, then KILL after the grace period), let each run
@@ -26,12 +31,20 @@ use nix::fcntl::{Flock, FlockArg};
 use signal_hook::iterator::Signals;
 use tokio::sync::watch;
 
-use crate::index::{INDEX_FILE, Index};
+use crate::index::{INDEX_FILE, Index, IndexError};
 use crate::protocol::PurgeRequest;
 use crate::pty;
 use crate::purge::PurgePolicy;
+use crate::recover::{process_lives, record_orphan_spills};
 use crate::server::{self, Daemon, Settings};
+use crate::space::Space;
 use crate::spill::{DataDir, ensure_private_dir};
+
+use self::lock::{DataDirLock, Predecessor};
+use self::report::StartReport;
+
+mod lock;
+mod report;
 
 /// Settings of one daemon, resolved from flags and environment.
 #[derive(Debug, Clone)]
@@ -52,6 +65,9 @@ pub struct DaemonConfig {
     pub client_timeout: Duration,
     /// Redacts credentials from what clients are sent; None with `--no-redact`.
     pub redactor: Option<std::sync::Arc<crate::redact::Redactor>>,
+    /// Standard output is a pipe to the client that started this daemon: say there whether
+    /// start-up went well ([`report`]).
+    pub report_start: bool,
 }
 
 /// Most connections served at once...
@@ -79,6 +95,20 @@ enum Listener {
 /// Runs the daemon in the foreground until it is told to stop (or idles out).
 pub fn run(config: DaemonConfig) -> Result<()> {
     crate::allocator::limit_arenas();
+    let mut report = StartReport::new(config.report_start);
+    let (opened, signals, runtime) = match start(&config) {
+        Ok(started) => started,
+        Err(e) => {
+            report.failed(&e);
+            return Err(e);
+        }
+    };
+    report.ready();
+    runtime.block_on(serve(config, opened, signals))
+}
+
+/// Everything up to serving: the data directory and its lock, the socket, the index.
+fn start(config: &DaemonConfig) -> Result<(Opened, Signals, tokio::runtime::Runtime)> {
     // Caught from the very start: a SIGTERM while the socket is being claimed or the index
     // opened (systemd stopping a unit that is still starting) waits in the queue and becomes
     // an orderly shutdown instead of killing the daemon mid-way.
@@ -86,14 +116,17 @@ pub fn run(config: DaemonConfig) -> Result<()> {
     let files = raise_file_limit();
     let data_dir = DataDir::open(&config.data_dir)
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
+    let (lock, predecessor) = DataDirLock::acquire(data_dir.root(), &config.socket)?;
+    let space = Arc::new(Space::new(data_dir.root()));
     let listener = claim_socket(&config.socket)?;
-    let (index, records) = match open_index(&data_dir) {
+    let (index, records) = match open_index(&data_dir, &predecessor, &space) {
         Ok(opened) => opened,
         Err(e) => {
             listener.release(&config.socket);
             return Err(e);
         }
     };
+    lock.heartbeat();
     let max_clients = usize::try_from(files / CLIENTS_SHARE_OF_FILES)
         .unwrap_or(usize::MAX)
         .min(MAX_CLIENTS);
@@ -104,17 +137,22 @@ pub fn run(config: DaemonConfig) -> Result<()> {
         .context("cannot start the async runtime")?;
     let opened = Opened {
         data_dir,
+        lock,
+        space,
         index,
         records,
         listener,
         max_clients,
     };
-    runtime.block_on(serve(config, opened, signals))
+    Ok((opened, signals, runtime))
 }
 
 /// What start-up set up for [`serve`].
 struct Opened {
     data_dir: DataDir,
+    /// Held until the daemon exits: no other daemon serves this data directory meanwhile.
+    lock: DataDirLock,
+    space: Arc<Space>,
     index: Index,
     /// A second connection to the index, for writing runs' records.
     records: Index,
@@ -146,33 +184,63 @@ fn raise_file_limit() -> u64 {
     }
 }
 
-/// Opens the index (and a second connection to it for the run records) and marks the runs a
-/// dead daemon left `running` as `interrupted`.
-fn open_index(data_dir: &DataDir) -> Result<(Index, Index)> {
+/// Opens the index (and a second connection to it for the run records), and puts right what
+/// a dead daemon left: its runs left `running` are marked `interrupted`, and the spills it
+/// started and never recorded are recorded as `interrupted` runs. On a nearly full disk the
+/// space reserve is given up first; an index that still cannot be written is reported as a
+/// full disk, in one line.
+fn open_index(
+    data_dir: &DataDir,
+    predecessor: &Predecessor,
+    space: &Space,
+) -> Result<(Index, Index)> {
+    space.make_room();
+    let opened = match open_and_recover(data_dir, predecessor) {
+        Err(e) if (e.is_full() || e.is_io_failure()) && space.release() => {
+            open_and_recover(data_dir, predecessor)
+        }
+        other => other,
+    };
+    opened.map_err(|e| {
+        match space
+            .full_disk()
+            .filter(|_| e.is_full() || e.is_io_failure())
+        {
+            Some(full) => anyhow::anyhow!("{full} ({e})"),
+            None => e.into(),
+        }
+    })
+}
+
+fn open_and_recover(
+    data_dir: &DataDir,
+    predecessor: &Predecessor,
+) -> Result<(Index, Index), IndexError> {
     let path = data_dir.root().join(INDEX_FILE);
     let mut index = Index::open(&path)?;
+    let now = chrono::Utc::now();
     // A new daemon may get a dead one's pid (pid 1 in a container): never count ourselves.
     let me = std::process::id();
-    let recovered =
-        index.recover_interrupted(chrono::Utc::now(), |pid| pid != me && is_alive(pid))?;
-    if !recovered.is_empty() {
+    let interrupted = index.recover_interrupted(now, predecessor.alive_at, |pid| {
+        pid != me && process_lives(pid)
+    })?;
+    if !interrupted.is_empty() {
         tracing::warn!(
-            runs = recovered.len(),
+            runs = interrupted.len(),
             "marked runs of a daemon that died as interrupted"
         );
     }
+    if let Some(pid) = predecessor.pid.filter(|&pid| pid != me) {
+        let spills = data_dir.spills_dir();
+        let recorded = record_orphan_spills(&mut index, &spills, pid, predecessor.alive_at, now)?;
+        if !recorded.is_empty() {
+            tracing::warn!(
+                runs = recorded.len(),
+                "recorded as interrupted the runs a daemon that died had started but not recorded"
+            );
+        }
+    }
     Ok((index, Index::open(&path)?))
-}
-
-/// Whether a process exists (EPERM: it does, but is not ours).
-fn is_alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    matches!(
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-        Ok(()) | Err(nix::errno::Errno::EPERM)
-    )
 }
 
 /// Takes the inherited socket, or locks, cleans up and binds our own.
@@ -313,6 +381,8 @@ impl Listener {
 async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result<()> {
     let Opened {
         data_dir,
+        lock,
+        space,
         index,
         records,
         listener,
@@ -337,12 +407,13 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         client_timeout: config.client_timeout,
         max_clients,
         redactor: config.redactor.clone(),
+        space,
     };
     let daemon = Arc::new(
         Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,
     );
     tokio::spawn(purge_periodically(Arc::clone(&daemon)));
-    tokio::spawn(tidy_periodically(Arc::clone(&daemon)));
+    tokio::spawn(tidy_periodically(Arc::clone(&daemon), lock));
     if let Some(idle) = config.idle_exit {
         tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
     }
@@ -394,23 +465,28 @@ async fn exit_when_idle(daemon: Arc<Daemon>, idle: Duration, stop: watch::Sender
     }
 }
 
-/// Purges at start-up and then every [`PURGE_INTERVAL`].
-/// Reaps the zombies that escaped their runs' process groups (see [`crate::reaper`]), and
-/// once the last run has ended hands the memory the runs freed back to the system (see
-/// [`crate::allocator`]).
-async fn tidy_periodically(daemon: Arc<Daemon>) {
-    let mut trimmed = true;
+/// Every [`TIDY_INTERVAL`]: reaps the zombies that escaped their runs' process groups (see
+/// [`crate::reaper`]); touches the data directory's lock file, the daemon's sign of life (see
+/// [`lock`]); makes the space reserve again once the disk has room (see [`crate::space`]);
+/// and, once the runs and greps are over, hands the memory they freed back to the system
+/// (see [`crate::allocator`]).
+async fn tidy_periodically(daemon: Arc<Daemon>, lock: DataDirLock) {
+    let mut trimmed_after = daemon.work_done();
     loop {
         tokio::time::sleep(TIDY_INTERVAL).await;
+        lock.heartbeat();
         let _ = tokio::task::spawn_blocking(crate::reaper::reap_strays).await;
-        let quiet = daemon.runs_in_flight() == 0;
-        if quiet && !trimmed {
+        let space = daemon.space();
+        let _ = tokio::task::spawn_blocking(move || space.replenish()).await;
+        let done = daemon.work_done();
+        if daemon.is_quiet() && done != trimmed_after {
             let _ = tokio::task::spawn_blocking(crate::allocator::release_free_memory).await;
+            trimmed_after = done;
         }
-        trimmed = quiet;
     }
 }
 
+/// Purges at start-up and then every [`PURGE_INTERVAL`].
 async fn purge_periodically(daemon: Arc<Daemon>) {
     loop {
         if let Err(e) = daemon.purge(PurgeRequest::default()).await {

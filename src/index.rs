@@ -135,6 +135,38 @@ pub enum IndexError {
 }
 
 impl IndexError {
+    /// SQLite found no room to write (`SQLITE_FULL`): the disk is full, and the same write
+    /// succeeds once there is space.
+    pub fn is_full(&self) -> bool {
+        let failure = match self {
+            IndexError::Sql(rusqlite::Error::SqliteFailure(failure, _))
+            | IndexError::Open {
+                source: rusqlite::Error::SqliteFailure(failure, _),
+                ..
+            } => failure,
+            _ => return false,
+        };
+        failure.code == rusqlite::ErrorCode::DiskFull
+    }
+
+    /// SQLite could not read or write its files (`SQLITE_IOERR`, `SQLITE_CANTOPEN`): on a
+    /// nearly full disk, that is for want of space too (growing the shared-memory file fails
+    /// so).
+    pub fn is_io_failure(&self) -> bool {
+        matches!(
+            self,
+            IndexError::Sql(rusqlite::Error::SqliteFailure(failure, _))
+                | IndexError::Open {
+                    source: rusqlite::Error::SqliteFailure(failure, _),
+                    ..
+                }
+                if matches!(
+                    failure.code,
+                    rusqlite::ErrorCode::SystemIoFailure | rusqlite::ErrorCode::CannotOpen
+                )
+        )
+    }
+
     /// Another connection held the write lock past the busy timeout: the same write may well
     /// succeed later.
     pub fn is_busy(&self) -> bool {
@@ -226,6 +258,20 @@ pub struct RunEnd {
     pub spill_capped_at_line: Option<u64>,
 }
 
+/// What a run known only by its spill file is recorded as ([`Index::insert_recovered`]).
+#[derive(Debug, Clone)]
+pub struct RecoveredRun {
+    pub id: RunId,
+    pub started_at: DateTime<Utc>,
+    /// When it was last known alive.
+    pub ended_at: DateTime<Utc>,
+    pub spill_path: String,
+    pub spill_bytes: u64,
+}
+
+/// The command a recovered run is listed with: nobody recorded the real one.
+pub const RECOVERED_COMMAND: &str = "(not recorded: the daemon stopped as this run started)";
+
 /// Which runs `history` keeps, by status.
 #[derive(Debug, Clone)]
 pub enum StatusFilter {
@@ -257,7 +303,8 @@ pub struct HistoryFilter {
 pub struct IndexStats {
     /// Number of runs per status (`exited`, `running`, ...); statuses with none are absent.
     pub runs_by_status: BTreeMap<String, u64>,
-    /// Recorded size of the spills not known to be missing.
+    /// Size of the spills not known to be missing: as recorded for finished runs, as on disk
+    /// now for running ones.
     pub spill_bytes: u64,
     /// Start of the oldest and the newest run.
     #[serde(with = "rfc3339_opt")]
@@ -281,6 +328,10 @@ impl Index {
                 path: path.to_path_buf(),
             });
         }
+        create_private(path).map_err(|source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         // NOFOLLOW as well: a symlink put there after the check is refused by SQLite itself.
         let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         let mut conn = Connection::open_with_flags(path, flags).map_err(opened)?;
@@ -288,6 +339,7 @@ impl Index {
         check_ours(&conn, path)?;
         configure(&mut conn).map_err(opened)?;
         migrate(&mut conn, path)?;
+        make_private(path);
         Ok(Index {
             conn,
             path: path.to_path_buf(),
@@ -359,37 +411,76 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Marks `interrupted` (ended now) the runs left `running` by a process that is gone: those
-    /// whose `owner_pid` `is_alive` says is dead. A run whose owner lives is never touched. The
-    /// spill is kept: its size is taken from the file, or it is marked missing if the file is
-    /// gone. Returns the ids marked.
+    /// Marks `interrupted` the runs left `running` by a process that is gone, and returns
+    /// their ids. Call it holding the data directory's daemon lock (`crate::daemon`): every
+    /// run a daemon started (one with a command pid) then belongs to a dead daemon. A run of
+    /// another writer (`spillway truncate`, which records no command pid) is taken for gone
+    /// when `owner_lives` says its `owner_pid` is not alive, or no owner was recorded.
+    ///
+    /// A run ends when it was last known alive: the latest of its start, its spill's last
+    /// write and `last_alive` (its daemon's last sign of life), never after `now`. Its spill
+    /// is kept: its size is taken from the file, or it is marked missing if the file is gone.
     pub fn recover_interrupted(
         &mut self,
         now: DateTime<Utc>,
-        is_alive: impl Fn(u32) -> bool,
+        last_alive: Option<DateTime<Utc>>,
+        owner_lives: impl Fn(u32) -> bool,
     ) -> Result<Vec<RunId>, IndexError> {
         let tx = self.conn.transaction()?;
         let orphaned = running_runs(&tx)?
             .into_iter()
-            .filter(|run| run.owner_pid.is_none_or(|pid| !is_alive(pid)));
+            .filter(|run| run.pid.is_some() || run.owner_pid.is_none_or(|pid| !owner_lives(pid)));
         let mut recovered = Vec::new();
-        for Running { id, spill_path, .. } in orphaned {
-            let (spill_bytes, missing) = spill_on_disk(spill_path.as_deref());
+        for run in orphaned {
+            let spill = spill_on_disk(run.spill_path.as_deref());
+            let ended = [Some(run.started_at), spill.modified, last_alive]
+                .into_iter()
+                .flatten()
+                .max()
+                .unwrap_or(now)
+                .min(now)
+                .max(run.started_at);
             tx.prepare_cached(
                 "UPDATE runs SET status = 'interrupted', ended_at = ?2, spill_complete = 0, \
                  spill_bytes = coalesce(?3, spill_bytes), spill_missing = ?4 \
                  WHERE id = ?1 AND status = 'running'",
             )?
             .execute(params![
-                id.as_str(),
-                millis(now),
-                spill_bytes.map(int),
-                missing
+                run.id.as_str(),
+                millis(ended),
+                spill.bytes.map(int),
+                spill.missing
             ])?;
-            recovered.push(id);
+            recovered.push(run.id);
         }
         tx.commit()?;
         Ok(recovered)
+    }
+
+    /// Records, as `interrupted`, a run known only by its spill file: its daemon died after
+    /// starting it and before recording it. Ok(false) if the id is taken (pick another).
+    pub fn insert_recovered(&mut self, run: &RecoveredRun) -> Result<bool, IndexError> {
+        let spill_name = Path::new(&run.spill_path)
+            .file_name()
+            .and_then(OsStr::to_str);
+        let changed = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO runs (id, command, started_at, ended_at, status, spill_path, \
+                 spill_name, spill_bytes, spill_complete) \
+                 VALUES (?1, ?2, ?3, ?4, 'interrupted', ?5, ?6, ?7, 0) \
+                 ON CONFLICT (id) DO NOTHING",
+            )?
+            .execute(params![
+                run.id.as_str(),
+                RECOVERED_COMMAND,
+                millis(run.started_at),
+                millis(run.ended_at),
+                run.spill_path,
+                spill_name,
+                int(run.spill_bytes),
+            ])?;
+        Ok(changed == 1)
     }
 
     /// Counts by status, spill total, time span and the database's size.
@@ -400,14 +491,20 @@ impl Index {
         let runs_by_status = by_status
             .query_map([], |row| Ok((row.get(0)?, unsigned(row.get(1)?))))?
             .collect::<Result<_, _>>()?;
-        let spill_bytes: i64 = self.conn.query_row(
-            "SELECT coalesce(sum(spill_bytes), 0) FROM runs WHERE spill_missing = 0",
+        let recorded: i64 = self.conn.query_row(
+            "SELECT coalesce(sum(spill_bytes), 0) FROM runs \
+             WHERE spill_missing = 0 AND status <> 'running'",
             [],
             |row| row.get(0),
         )?;
+        // A running run's size is recorded when it ends: until then, its file as it is now.
+        let running: u64 = running_runs(&self.conn)?
+            .iter()
+            .filter_map(|run| spill_on_disk(run.spill_path.as_deref()).bytes)
+            .sum();
         Ok(IndexStats {
             runs_by_status,
-            spill_bytes: unsigned(spill_bytes),
+            spill_bytes: unsigned(recorded) + running,
             oldest: self.time_query("SELECT min(started_at) FROM runs")?,
             newest: self.time_query("SELECT max(started_at) FROM runs")?,
             database_bytes: self.database_bytes()?,
@@ -741,6 +838,9 @@ pub(crate) fn display_command(argv: Option<&[String]>, shell: Option<&str>) -> S
 /// A run still `running`.
 struct Running {
     id: RunId,
+    started_at: DateTime<Utc>,
+    /// The command's pid: set for a daemon's runs, not for `spillway truncate`'s.
+    pid: Option<u32>,
     /// `None` when no owner was recorded: taken for gone.
     owner_pid: Option<u32>,
     spill_path: Option<String>,
@@ -748,29 +848,90 @@ struct Running {
 
 fn running_runs(conn: &Connection) -> rusqlite::Result<Vec<Running>> {
     let mut statement = conn.prepare_cached(
-        "SELECT id, owner_pid, spill_path FROM runs WHERE status = 'running' ORDER BY started_at",
+        "SELECT id, started_at, pid, owner_pid, spill_path FROM runs WHERE status = 'running' \
+         ORDER BY started_at",
     )?;
     let rows = statement.query_map([], |row| {
         Ok(Running {
             id: read_id(row, 0)?,
-            owner_pid: row.get(1)?,
-            spill_path: row.get(2)?,
+            started_at: read_time(row, 1)?,
+            pid: row.get(2)?,
+            owner_pid: row.get(3)?,
+            spill_path: row.get(4)?,
         })
     })?;
     rows.collect()
 }
 
-/// The spill's current size, and whether it is gone.
-fn spill_on_disk(path: Option<&str>) -> (Option<u64>, bool) {
+/// A spill file as it is on disk now.
+#[derive(Debug, Default)]
+struct OnDisk {
+    bytes: Option<u64>,
+    modified: Option<DateTime<Utc>>,
+    /// The file is gone.
+    missing: bool,
+}
+
+/// The spill's current size and last write, and whether it is gone.
+fn spill_on_disk(path: Option<&str>) -> OnDisk {
     let Some(path) = path else {
-        return (None, false);
+        return OnDisk::default();
     };
     match std::fs::metadata(path) {
-        Ok(meta) => (Some(meta.len()), false),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => (None, true),
+        Ok(meta) => OnDisk {
+            bytes: Some(meta.len()),
+            modified: meta.modified().ok().map(DateTime::<Utc>::from),
+            missing: false,
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => OnDisk {
+            missing: true,
+            ..OnDisk::default()
+        },
         Err(e) => {
             tracing::warn!(path, error = %e, "cannot read the size of an interrupted run's spill");
-            (None, false)
+            OnDisk::default()
+        }
+    }
+}
+
+/// Creates the index file, empty and private (0600), unless it exists: SQLite would make it
+/// 0644, and its `-wal` and `-shm` files take the database file's mode.
+fn create_private(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path);
+    match created {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes the database and its `-wal` and `-shm` files private (0600) if an older spillway, or
+/// SQLite, left them readable by others. Run only once the file is known to be ours. By path,
+/// never by opening them: closing a descriptor of a file drops every POSIX lock this process
+/// holds on it, SQLite's included, and another process would then take itself for the last
+/// connection and delete the write-ahead log under us. Symlinks are left alone (a symlink put
+/// there after the check needs our uid, in our 0700 directory); failures are logged, never
+/// fatal.
+fn make_private(path: &Path) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let name = PathBuf::from(name);
+        let Ok(meta) = std::fs::symlink_metadata(&name) else {
+            continue;
+        };
+        if meta.is_file()
+            && meta.mode() & 0o777 != 0o600
+            && let Err(e) = std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600))
+        {
+            tracing::warn!(path = %name.display(), error = %e, "cannot make the run index private");
         }
     }
 }
@@ -1132,7 +1293,7 @@ pub(crate) mod tests {
         assert_eq!((bare.command.as_str(), bare.tags.len()), ("", 0));
         // An unknown owner is taken for gone, even when every process is alive.
         assert_eq!(
-            index.recover_interrupted(at(10), |_| true).unwrap(),
+            index.recover_interrupted(at(10), None, |_| true).unwrap(),
             [id(2)]
         );
     }
@@ -1196,6 +1357,35 @@ pub(crate) mod tests {
             };
             assert_eq!(tables, "notes, tags");
             assert_eq!(std::fs::read(&path).unwrap(), before, "version {version}");
+        }
+    }
+
+    #[test]
+    fn the_database_and_its_wal_and_shm_are_private() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().mode() & 0o777;
+        let files = |path: &Path| {
+            ["", "-wal", "-shm"].map(|suffix| {
+                let mut name = path.as_os_str().to_owned();
+                name.push(suffix);
+                PathBuf::from(name)
+            })
+        };
+        let fresh = dir.path().join("fresh.sqlite3");
+        let mut index = Index::open(&fresh).unwrap();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        for file in files(&fresh) {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+        // An index an older spillway left readable by others.
+        let old = dir.path().join("old.sqlite3");
+        drop(Index::open(&old).unwrap());
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut index = Index::open(&old).unwrap();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        for file in files(&old) {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
         }
     }
 
@@ -1533,32 +1723,40 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn recovery_marks_only_runs_whose_owner_is_dead() {
+    fn recovery_marks_every_daemon_run_and_the_runs_of_dead_writers() {
         let (dir, mut index) = open_temp();
         let spill = dir.path().join("live.log");
         std::fs::write(&spill, b"partial output\n").unwrap();
         let runs = [
-            // Owner 10 is dead: its spill is kept and measured.
+            // A daemon's run (it has a command pid): its daemon is dead, its spill is kept
+            // and measured.
             NewRun {
                 owner_pid: 10,
                 spill_path: Some(spill.to_string_lossy().into_owned()),
                 ..new_run(1, at(0))
             },
-            // Owner 10, spill file gone.
+            // A daemon's run, spill file gone; its owner's pid now belongs to a live process.
             NewRun {
-                owner_pid: 10,
+                owner_pid: 20,
                 spill_path: Some(dir.path().join("gone.log").to_string_lossy().into_owned()),
                 ..new_run(2, at(1))
             },
-            // Owner 20 is alive.
+            // A `spillway truncate` (no command pid) whose process, 20, is alive.
             NewRun {
                 owner_pid: 20,
+                pid: None,
                 ..new_run(3, at(2))
             },
             // Finished long ago: not running, not touched.
             NewRun {
                 owner_pid: 10,
                 ..new_run(4, at(3))
+            },
+            // A `spillway truncate` whose process, 10, is gone.
+            NewRun {
+                owner_pid: 10,
+                pid: None,
+                ..new_run(5, at(4))
             },
         ];
         for run in &runs {
@@ -1568,12 +1766,20 @@ pub(crate) mod tests {
             .finish_run(&id(4), &end(RunStatus::Exited, Some(0), 0))
             .unwrap();
         let now = at(1000);
-        let recovered = index.recover_interrupted(now, |pid| pid == 20).unwrap();
-        assert_eq!(recovered, [id(1), id(2)]);
+        let last_alive = Some(at(600));
+        let recovered = index
+            .recover_interrupted(now, last_alive, |pid| pid == 20)
+            .unwrap();
+        assert_eq!(recovered, [id(1), id(2), id(5)]);
 
         let one = index.get(&id(1)).unwrap().unwrap();
         assert_eq!(one.status, RunStatus::Interrupted);
+        // Its spill was written after `now` (this test's clock is in the past): never later
+        // than now.
         assert_eq!(one.ended_at, Some(now));
+        // Without a spill, it ended when its daemon was last known alive.
+        let five = index.get(&id(5)).unwrap().unwrap();
+        assert_eq!(five.ended_at, last_alive);
         assert_eq!(one.spill_bytes, 15);
         assert!(!one.spill_missing && !one.spill_complete);
         assert!(spill.exists(), "the spill is kept");
@@ -1593,9 +1799,14 @@ pub(crate) mod tests {
             status: Some(StatusFilter::Failed),
             ..HistoryFilter::default()
         };
-        assert_eq!(history(&index, failed), [id(2), id(1)]);
-        // Nothing left to recover.
-        assert!(index.recover_interrupted(now, |_| false).unwrap() == [id(3)]);
+        assert_eq!(history(&index, failed), [id(5), id(2), id(1)]);
+        // Once its writer is gone, the truncate's run goes too; nothing is left.
+        assert!(index.recover_interrupted(now, None, |_| false).unwrap() == [id(3)]);
+        assert_eq!(
+            index.get(&id(3)).unwrap().unwrap().ended_at,
+            Some(at(2)),
+            "known alive only at its start"
+        );
     }
 
     #[test]
@@ -1611,7 +1822,7 @@ pub(crate) mod tests {
             RunStatus::Running
         );
         assert_eq!(
-            index.recover_interrupted(at(5), |_| false).unwrap(),
+            index.recover_interrupted(at(5), None, |_| false).unwrap(),
             [id(1)]
         );
     }
@@ -1669,7 +1880,7 @@ pub(crate) mod tests {
             "committed kept, the rest gone"
         );
         assert_eq!(
-            index.recover_interrupted(at(9), |_| false).unwrap(),
+            index.recover_interrupted(at(9), None, |_| false).unwrap(),
             [id(1)]
         );
     }

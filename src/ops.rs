@@ -107,7 +107,8 @@ pub(crate) fn command_table<const N: usize>(
     table.load_preset(presets::NOTHING);
     table.set_header(header.iter().chain(["COMMAND"].iter()));
     for (row, command) in rows.iter().zip(commands) {
-        let command = room.map_or_else(|| command.to_string(), |w| cut_to(command, w));
+        let command = one_line(command);
+        let command = room.map_or_else(|| command.clone(), |w| cut_to(&command, w));
         let mut cells: Vec<Cell> = row.iter().map(Cell::new).collect();
         for &column in numeric {
             cells[column] = cells[column].clone().set_alignment(CellAlignment::Right);
@@ -131,6 +132,24 @@ fn terminal_width() -> Option<usize> {
         return None;
     }
     terminal_size::terminal_size().map(|(w, _)| usize::from(w.0))
+}
+
+/// A command as one table row: a multi-line shell command (a heredoc, a script) would spill
+/// over the rows below, and escape sequences in it would act on the terminal, so line breaks
+/// show as `↵` and other control characters as escapes (`\u{1b}`).
+fn one_line(command: &str) -> String {
+    let mut line = String::with_capacity(command.len());
+    let mut chars = command.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' | '\r' => line.push_str(" ↵ "),
+            '\t' => line.push(' '),
+            c if c.is_control() => line.extend(c.escape_default()),
+            c => line.push(c),
+        }
+    }
+    line
 }
 
 fn cut_to(text: &str, width: usize) -> String {
@@ -395,5 +414,16 @@ mod tests {
     fn long_commands_are_cut_with_an_ellipsis() {
         assert_eq!(cut_to("cargo build", 20), "cargo build");
         assert_eq!(cut_to("cargo build --release", 10), "cargo bui…");
+    }
+
+    #[test]
+    fn a_multi_line_command_takes_one_row() {
+        assert_eq!(
+            one_line("cat <<EOF\r\none\ntwo\tthree\u{1b}[2J\nEOF"),
+            "cat <<EOF ↵ one ↵ two three\\u{1b}[2J ↵ EOF"
+        );
+        let rows = [["a".to_string()], ["b".to_string()]];
+        let table = command_table(&["ID"], &rows, &["echo 1\necho 2", "true"], &[]);
+        assert_eq!(table.lines().count(), 3, "{table}");
     }
 }

@@ -41,6 +41,11 @@ const ID_ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 impl RunId {
     /// A fresh id for a run starting now.
     pub fn generate() -> RunId {
+        RunId::starting_at(chrono::Utc::now())
+    }
+
+    /// A fresh id for a run that started at `time` (a run recovered after a crash).
+    pub fn starting_at(time: chrono::DateTime<chrono::Utc>) -> RunId {
         let mut random = [0u8; 4];
         // Without the OS's randomness, the clock's nanoseconds still make a collision unlikely,
         // and the daemon checks ids for uniqueness anyway.
@@ -52,8 +57,8 @@ impl RunId {
             .iter()
             .map(|b| char::from(ID_ALPHABET[usize::from(b % 32)]))
             .collect();
-        let now = chrono::Utc::now().format("%Y%m%d-%H%M%S");
-        RunId(format!("{now}-{suffix}"))
+        let start = time.format("%Y%m%d-%H%M%S");
+        RunId(format!("{start}-{suffix}"))
     }
 
     pub fn as_str(&self) -> &str {
@@ -806,12 +811,13 @@ impl RunRequest {
             return Err("cols and rows must be at least 1".into());
         }
         let nul = |s: &String| s.contains('\0');
+        // `env` and `base_env` alike: a name with '=' would set another variable than it says.
+        let bad_variable =
+            |(k, v): (&String, &String)| nul(k) || nul(v) || k.contains('=') || k.is_empty();
         let has_nul = self.argv.iter().flatten().any(nul)
             || self.shell.as_ref().is_some_and(nul)
-            || self
-                .env
-                .iter()
-                .any(|(k, v)| nul(k) || nul(v) || k.contains('=') || k.is_empty());
+            || self.env.iter().any(bad_variable)
+            || self.base_env.iter().flatten().any(bad_variable);
         if has_nul {
             return Err(
                 "arguments and environment must not contain NUL, and names not '=' or be empty"
@@ -898,6 +904,15 @@ mod tests {
             code(r#"{"v":1,"op":"run","shell":"ls","env":{"A=B":"c"}}"#),
             ErrorCode::BadRequest
         );
+        for base_env in [r#"{"A=B":"c"}"#, r#"{"":"c"}"#, r#"{"A":"c\u0000d"}"#] {
+            assert_eq!(
+                code(&format!(
+                    r#"{{"v":1,"op":"run","shell":"ls","base_env":{base_env}}}"#
+                )),
+                ErrorCode::BadRequest,
+                "{base_env}"
+            );
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ use std::thread::{self, JoinHandle};
 
 use crate::normalise::count_newlines;
 use crate::scanner::SharedScanner;
+use crate::space;
 
 /// Environment variable naming the data directory.
 pub const DATA_DIR_ENV: &str = "SPILLWAY_DATA_DIR";
@@ -99,10 +100,20 @@ impl DataDir {
         self.root.join("spills")
     }
 
+    /// Whether the spills are on the file system that holds the run index, so that filling
+    /// them would leave the index no room (see [`crate::space`]); when in doubt, yes.
+    fn shares_the_index_disk(&self) -> bool {
+        match (fs::metadata(&self.root), fs::metadata(self.spills_dir())) {
+            (Ok(root), Ok(spills)) => root.dev() == spills.dev(),
+            _ => true,
+        }
+    }
+
     /// Creates a new, empty spill file with a unique, time-ordered name.
     pub fn create_spill(&self) -> Result<SpillFile, SpillError> {
         self.ensure()?;
         let dir = self.spills_dir();
+        let floor = self.shares_the_index_disk().then(Floor::new);
         loop {
             let path = dir.join(format!("{}.log", new_stem()));
             let opened = OpenOptions::new()
@@ -111,7 +122,7 @@ impl DataDir {
                 .mode(0o600)
                 .open(&path);
             match opened {
-                Ok(file) => return Ok(SpillFile::new(path, file)),
+                Ok(file) => return Ok(SpillFile::new(path, file, floor)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(source) => return Err(SpillError::CreateFile { dir, source }),
             }
@@ -172,6 +183,44 @@ pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
     Ok(())
 }
 
+/// A spill writer's watch on the free space of the disk it shares with the run index: the
+/// file stops growing (as if the disk were full) once less than [`space::LOW_SPACE`] is free.
+/// `statvfs` is asked again once as many bytes have been written as half the room there was,
+/// and at least every [`Floor::CHECK_EVERY`] bytes, so a disk with room costs a call per
+/// 4 MiB and a nearly full one a call per batch.
+#[derive(Debug)]
+struct Floor {
+    /// Bytes to write before the next look.
+    until_check: u64,
+}
+
+impl Floor {
+    const CHECK_EVERY: u64 = 4 << 20;
+
+    fn new() -> Floor {
+        Floor { until_check: 0 }
+    }
+
+    /// Whether `len` more bytes may go to `file`; if not, why not.
+    fn admit(&mut self, file: &File, len: usize) -> Result<(), String> {
+        let len = len as u64;
+        if len < self.until_check {
+            self.until_check -= len;
+            return Ok(());
+        }
+        // Unknown (an error asking) counts as room: the write itself will tell.
+        let Ok(free) = space::free_bytes_of(file) else {
+            return Ok(());
+        };
+        let room = free.saturating_sub(space::LOW_SPACE);
+        if room < len {
+            return Err(space::spill_floor_reached(free));
+        }
+        self.until_check = ((room - len) / 2).min(Self::CHECK_EVERY);
+        Ok(())
+    }
+}
+
 /// Bytes gathered before a batch goes to the writer thread. Small enough that 32 runs in
 /// flight with a lagging disk stay within a few MiB each; large enough that bulk output costs
 /// few syscalls.
@@ -226,14 +275,14 @@ struct Progress {
 }
 
 impl SpillFile {
-    fn new(path: PathBuf, file: File) -> SpillFile {
+    fn new(path: PathBuf, file: File, floor: Option<Floor>) -> SpillFile {
         let (queue, batches) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
         let (give_back, spare) = mpsc::channel();
         let shared = Arc::new((Mutex::new(Progress::default()), Condvar::new()));
         let progress = Arc::clone(&shared);
         let spawned = thread::Builder::new()
             .name("spill-writer".into())
-            .spawn(move || write_batches(file, &batches, &give_back, &progress));
+            .spawn(move || write_batches(file, floor, &batches, &give_back, &progress));
         let (writer, seen) = match spawned {
             Ok(handle) => (Some(handle), Progress::default()),
             Err(e) => (
@@ -400,10 +449,11 @@ impl Drop for SpillFile {
 }
 
 /// The writer thread: writes batches until the queue closes, stops writing at the first error
-/// (but keeps draining, and scanning, so the sender never blocks and no highlight is lost),
-/// and reports progress after each batch, once it is scanned.
+/// or at the disk's floor (but keeps draining, and scanning, so the sender never blocks and no
+/// highlight is lost), and reports progress after each batch, once it is scanned.
 fn write_batches(
     file: File,
+    mut floor: Option<Floor>,
     batches: &Receiver<Batch>,
     give_back: &mpsc::Sender<String>,
     shared: &(Mutex<Progress>, Condvar),
@@ -417,7 +467,10 @@ fn write_batches(
             scanner,
         } = batch;
         let result = match file.as_mut() {
-            Some(f) if !scan_only => Some(f.write_all(text.as_bytes())),
+            Some(f) if !scan_only => Some(match floor.as_mut().map(|fl| fl.admit(f, text.len())) {
+                Some(Err(why)) => Err(why),
+                _ => f.write_all(text.as_bytes()).map_err(|e| e.to_string()),
+            }),
             _ => None,
         };
         if let Some(scanner) = scanner {
@@ -433,7 +486,7 @@ fn write_batches(
                 if let Some(len) = file.take().and_then(|f| f.metadata().ok()).map(|m| m.len()) {
                     progress.written = len;
                 }
-                progress.error = Some(e.to_string());
+                progress.error = Some(e);
             }
             None => {}
         }

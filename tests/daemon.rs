@@ -223,7 +223,11 @@ fn a_stale_socket_is_replaced_and_a_live_one_is_not() {
         .unwrap();
     assert!(!second.status.success());
     assert!(
-        stderr(&second).contains("already running"),
+        stderr(&second).contains(&format!(
+            "another spillway daemon (pid {}, listening on {}) already serves data directory",
+            first.id(),
+            socket.display()
+        )),
         "{}",
         stderr(&second)
     );

@@ -40,7 +40,7 @@ fn the_python_client_runs_reads_and_greps() {
         Command::new("python3").arg(examples().join("python/test_spillway_client.py")),
     );
     assert_ok(&out, "the Python client's tests");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Ran 3 tests"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Ran 4 tests"));
 }
 
 #[test]
@@ -66,5 +66,5 @@ fn the_typescript_client_runs_reads_and_greps() {
             .arg(built.path().join("spillway.test.js")),
     );
     assert_ok(&out, "the TypeScript client's tests");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("# pass 3"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("# pass 4"));
 }

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::helper::daemon::{PATIENCE, TestDaemon, daemon_command, processes_in_group, wait_for};
+use crate::helper::daemon::{
+    Groups, PATIENCE, TestDaemon, daemon_command, killpg, processes_in_group, wait_for,
+};
 use crate::helper::{Sandbox, stderr, stdout};
 
 fn shell(script: &str) -> Value {
@@ -32,27 +34,6 @@ fn history(daemon: &TestDaemon) -> Vec<Value> {
         .output()
         .unwrap();
     json_of(&out)["runs"].as_array().unwrap().clone()
-}
-
-/// Process groups of commands that may outlive their daemon: killed on drop, so that a failing
-/// test leaves none behind either.
-#[derive(Default)]
-struct Groups(Vec<u32>);
-
-impl Drop for Groups {
-    fn drop(&mut self) {
-        self.0.iter().for_each(|&pgid| killpg(pgid));
-    }
-}
-
-fn killpg(pgid: u32) {
-    let pgid = i32::try_from(pgid).expect("a pgid");
-    assert!(pgid > 1, "refusing to signal group {pgid}");
-    // Straight to killpg: `kill -KILL -PGID` is read by procps as `kill -1`.
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pgid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
 }
 
 /// Processes other than this test whose command line mentions `text`.

@@ -4,11 +4,10 @@
 //! `--nocapture` to see the figures they measure.
 
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -16,6 +15,9 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use serde_json::{Value, json};
 
 use crate::helper::daemon::{PATIENCE, RawClient, TestDaemon, open_fds, rss_kib, wait_for};
+use crate::helper::users::{
+    NOBODY, as_nobody, cannot_act_as_nobody, chmod, public_spillway, python_for_nobody,
+};
 use crate::helper::{stderr, stdout};
 
 fn ping() -> Value {
@@ -361,21 +363,9 @@ fn last_line(stream: &UnixStream) -> String {
     text.lines().last().unwrap_or_default().to_string()
 }
 
-/// `spillway` reachable by another user: a link (or copy) in a directory anyone may enter.
-fn public_spillway(dir: &Path) -> PathBuf {
-    let exe = dir.join("spillway");
-    if std::fs::hard_link(env!("CARGO_BIN_EXE_spillway"), &exe).is_err() {
-        std::fs::copy(env!("CARGO_BIN_EXE_spillway"), &exe).unwrap();
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    exe
-}
-
 /// `spillway ps` as uid and gid 65534 (nobody), against `socket`.
 fn ps_as_nobody(exe: &Path, socket: &Path) -> Output {
-    Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(exe)
+    as_nobody(exe)
         .args(["ps", "--json", "--socket"])
         .arg(socket)
         .env("SPILLWAY_DATA_DIR", "/nonexistent")
@@ -383,18 +373,32 @@ fn ps_as_nobody(exe: &Path, socket: &Path) -> Output {
         .expect("setpriv")
 }
 
-fn chmod(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+/// What the daemon at `socket` answers a raw client running as nobody (a `ping`), read with
+/// `python` run as nobody: the daemon's own check, with no spillway client in the way.
+fn raw_ping_as_nobody(python: &Path, socket: &Path) -> String {
+    let script = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+s.connect(sys.argv[1])
+try:
+    s.sendall(b'{"v": 1, "op": "ping"}\n')
+except OSError:
+    pass
+print(s.makefile("rb").readline().decode().strip())
+"#;
+    let out = as_nobody(python)
+        .args(["-c", script])
+        .arg(socket)
+        .output()
+        .expect("setpriv python3");
+    stdout(&out)
 }
 
 #[test]
 fn a_peer_of_another_uid_is_refused_for_real() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("hostile: skipped, acting as another user needs root");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        println!("hostile: skipped, setpriv (util-linux) is not installed");
+    if let Some(why) = cannot_act_as_nobody() {
+        println!("hostile: skipped, {why}");
         return;
     }
     let daemon = TestDaemon::start();
@@ -414,15 +418,31 @@ fn a_peer_of_another_uid_is_refused_for_real() {
 
     chmod(run_dir, 0o777);
     chmod(&daemon.socket, 0o666);
-    // Several times: the daemon may hang up before or after the client has sent its request.
-    for _ in 0..5 {
-        let refused = ps_as_nobody(&exe, &daemon.socket);
-        assert_eq!(refused.status.code(), Some(125), "{}", stderr(&refused));
-        assert!(
-            stderr(&refused).contains("serves uid 0 only; connection from uid 65534 refused"),
-            "{}",
-            stderr(&refused)
-        );
+    // nobody's spillway client will not talk to root's daemon at all...
+    let refused = ps_as_nobody(&exe, &daemon.socket);
+    assert_eq!(refused.status.code(), Some(125), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains(&format!(
+            "refusing the daemon at {}: it runs as uid 0, not as this user (uid {NOBODY})",
+            daemon.socket.display()
+        )),
+        "{}",
+        stderr(&refused)
+    );
+    // ...and the daemon will not serve a raw client of nobody's. Several times: the daemon
+    // may hang up before or after the client has sent its request.
+    match python_for_nobody() {
+        None => println!("hostile: no python3 nobody can run; the daemon's own check is skipped"),
+        Some(python) => {
+            for _ in 0..5 {
+                let answer = raw_ping_as_nobody(&python, &daemon.socket);
+                assert!(
+                    answer.contains(r#""code":"forbidden""#)
+                        && answer.contains("serves uid 0 only; connection from uid 65534 refused"),
+                    "{answer}"
+                );
+            }
+        }
     }
     let mut own = daemon.client();
     assert_eq!(
@@ -430,4 +450,78 @@ fn a_peer_of_another_uid_is_refused_for_real() {
         "pong",
         "the daemon serves its own user"
     );
+}
+
+#[test]
+fn sixty_four_hostile_greps_stay_bounded_and_the_memory_comes_back() {
+    let daemon = TestDaemon::start();
+    let mut client = daemon.client();
+    let script = "seq 1 200000 | sed 's/$/ some words here to search through/'";
+    let exit = client.run_to_exit(&json!({"v": 1, "op": "run", "shell": script, "cwd": "/",
+                                          "tty": false}));
+    let id = exit["id"].as_str().unwrap().to_string();
+    let pid = daemon.pid();
+    let before = rss_kib(pid);
+
+    // Patterns that cost the most: the largest a grep may compile, one over that limit, and
+    // one of a megabyte (refused for its length).
+    let patterns = [
+        r"\w{45}x".to_string(),
+        r"\w{200}x".to_string(),
+        "x".repeat(1_000_000),
+    ];
+    let peak = AtomicU64::new(before);
+    let done = AtomicBool::new(false);
+    let answers: Vec<(String, usize)> = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                peak.fetch_max(rss_kib(pid), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let greps: Vec<_> = (0..64)
+            .map(|i| {
+                let (socket, id, pattern) = (&daemon.socket, &id, &patterns[i % 3]);
+                scope.spawn(move || {
+                    let stream = UnixStream::connect(socket).unwrap();
+                    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+                    let request = json!({"v": 1, "op": "grep", "id": id, "pattern": pattern});
+                    send_line(&stream, &request);
+                    let mut line = String::new();
+                    std::io::BufRead::read_line(&mut std::io::BufReader::new(&stream), &mut line)
+                        .unwrap();
+                    let event: Value = serde_json::from_str(&line).unwrap();
+                    let kind = event["code"].as_str().unwrap_or("grep").to_string();
+                    (kind, line.len())
+                })
+            })
+            .collect();
+        let answers = greps.into_iter().map(|g| g.join().unwrap()).collect();
+        done.store(true, Ordering::SeqCst);
+        answers
+    });
+    let peak = peak.into_inner();
+    for (i, (kind, bytes)) in answers.iter().enumerate() {
+        let expected = if i % 3 == 0 { "grep" } else { "bad_pattern" };
+        assert_eq!(kind, expected, "grep {i}");
+        assert!(*bytes < 4096, "grep {i}: a {bytes}-byte answer");
+    }
+    // The memory goes back once the greps are over (the daemon trims when quiet).
+    let mut idle = rss_kib(pid);
+    wait_for(
+        || {
+            idle = rss_kib(pid);
+            idle < before + 24 * 1024
+        },
+        "the daemon's memory to come back down",
+    );
+    println!(
+        "hostile: 64 greps: daemon RSS {:.1} MiB before, {:.1} MiB at the peak, {:.1} MiB idle \
+         after",
+        before as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        idle as f64 / 1024.0
+    );
+    assert!(peak < before + 256 * 1024, "peak {peak} KiB");
+    assert_eq!(daemon.client().ask(&ping())["type"], "pong");
 }

@@ -16,7 +16,9 @@ The protocol (JSON Lines over a Unix socket) is described in docs/protocol.md.
 import json
 import os
 import socket
+import struct
 import subprocess
+import threading
 import time
 
 PROTOCOL_VERSION = 1
@@ -47,32 +49,70 @@ def socket_path():
     return os.path.join(data_dir(), "spillway.sock")
 
 
-def _connect():
-    """Connects to the daemon, starting one (`spillway daemon`, on $PATH) if none answers."""
-    path = socket_path()
-    try:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(path)
-        return sock
-    except (FileNotFoundError, ConnectionRefusedError):
+def _check_peer(sock, path):
+    """Refuses a daemon that runs as another user, before anything is sent to it: a socket in a
+    shared directory may be someone else's, who would get the command and the whole environment
+    and could answer anything. The kernel fills in SO_PEERCRED (Linux); elsewhere this check is
+    skipped."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid != os.geteuid():
         sock.close()
+        raise SpillwayError(
+            f"refusing the daemon at {path}: it runs as uid {uid}, not as this user (uid {os.geteuid()}); "
+            "nothing was sent to it", "forbidden")
+
+
+def _start_daemon(path):
+    """Starts `spillway daemon` (on $PATH); returns a list that gets its start-up report (`ready`
+    or `error: WHY`) once its pipe closes. A thread reaps it when it exits, so a long-lived agent
+    never keeps a dead daemon as a zombie."""
     try:
-        subprocess.Popen(
-            ["spillway", "daemon", "--socket", path, "--data-dir", data_dir(), "--idle-exit", "15m"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        proc = subprocess.Popen(
+            ["spillway", "daemon", "--socket", path, "--data-dir", data_dir(), "--idle-exit", "15m",
+             "--report-start"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
     except OSError as e:
         raise SpillwayError(f"no daemon at {path}, and cannot start one: {e}") from e
+    report = []
+
+    def watch():
+        report.append(proc.stdout.read(65536).decode(errors="replace"))
+        proc.stdout.close()
+        proc.wait()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return report
+
+
+def _connect():
+    """Connects to our own user's daemon, starting one if none answers."""
+    path = socket_path()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        _check_peer(sock, path)
+        return sock
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+    report = _start_daemon(path)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(path)
+            _check_peer(sock, path)
             return sock
         except (FileNotFoundError, ConnectionRefusedError):
             sock.close()
-            time.sleep(0.05)
+        said = report[0].strip() if report else "ready"
+        # Unless it lost a race to another daemon on this socket (then wait for that one).
+        if said.startswith("error: ") and f"{path})" not in said and f"running on {path}" not in said:
+            raise SpillwayError(f"the daemon could not start: {said[len('error: '):]}")
+        time.sleep(0.05)
     raise SpillwayError(f"the daemon did not start at {path}")
 
 

@@ -3,6 +3,7 @@
 import os
 import sys
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,6 +35,14 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(SpillwayError) as caught:
             grep(exit["id"], "(")
         self.assertEqual(caught.exception.code, "bad_pattern")
+
+    def test_a_daemon_of_another_user_is_refused_before_anything_is_sent(self):
+        me = os.geteuid()
+        with mock.patch("os.geteuid", return_value=me + 1):
+            with self.assertRaises(SpillwayError) as caught:
+                run("echo secret")
+        self.assertEqual(caught.exception.code, "forbidden")
+        self.assertIn(f"it runs as uid {me}, not as this user (uid {me + 1})", str(caught.exception))
 
 
 if __name__ == "__main__":

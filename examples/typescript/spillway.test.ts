@@ -2,7 +2,11 @@
 import { test } from "node:test";
 import * as assert from "node:assert/strict";
 
-import { SpillwayError, bashTool, grep, read, run } from "./spillway";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+
+import { SpillwayError, bashTool, checkSocketOwner, grep, read, run, socketPath } from "./spillway";
 
 test("run, read and grep", async () => {
   const exit = await run("seq 1 50000", { maxLines: 10 });
@@ -26,4 +30,13 @@ test("errors say what is wrong", async () => {
   await assert.rejects(read("20200101-000000-aaaa"), (e: unknown) => e instanceof SpillwayError && e.code === "unknown_run");
   const exit = await run("true");
   await assert.rejects(grep(exit.id, "("), (e: unknown) => e instanceof SpillwayError && e.code === "bad_pattern");
+});
+
+test("only a socket this user made is spoken to", () => {
+  checkSocketOwner(socketPath());
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "spillway-"));
+  const notASocket = path.join(dir, "spillway.sock");
+  fs.writeFileSync(notASocket, "");
+  assert.throws(() => checkSocketOwner(notASocket), (e: unknown) => e instanceof SpillwayError && e.code === "forbidden");
+  fs.rmSync(dir, { recursive: true });
 });

@@ -13,6 +13,7 @@
 // expects a running daemon (`spillway daemon`, or the systemd socket); `spillway run` and
 // `spillway mcp` start one on demand.
 
+import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -67,11 +68,42 @@ export function socketPath(): string {
   return path.join(env.SPILLWAY_DATA_DIR || path.join(state, "spillway"), "spillway.sock");
 }
 
+/**
+ * Refuses a socket that another user made: one in a shared directory may be someone else's,
+ * who would get the command and the whole environment and could answer anything. Node has no
+ * SO_PEERCRED (the uid of the process at the other end, which the spillway CLI and the Python
+ * client check), so this checks the next best thing, the socket file's owner: a user can bind
+ * a socket only as itself, and cannot replace ours in a sticky (/tmp) or private directory.
+ * Throws a SpillwayError with code "forbidden".
+ */
+export function checkSocketOwner(socket: string): void {
+  const uid = process.getuid?.();
+  if (uid === undefined) return;
+  let stat: fs.Stats;
+  try {
+    stat = fs.lstatSync(socket);
+  } catch {
+    return; // nothing there: connecting will say so
+  }
+  if (!stat.isSocket() || stat.uid !== uid) {
+    throw new SpillwayError(
+      `refusing ${socket}: it is ${stat.isSocket() ? "a socket" : "not a socket"} owned by uid ${stat.uid}, not by this user (uid ${uid}); nothing was sent to it`,
+      "forbidden",
+    );
+  }
+}
+
 /** Sends one request; resolves with the event that answers it (after `started`, for a run). */
 export function request<T>(op: string, fields: Record<string, unknown>): Promise<T> {
   const message = JSON.stringify({ v: 1, op, ...fields }) + "\n";
   return new Promise((resolve, reject) => {
-    const socket = net.createConnection(socketPath());
+    const where = socketPath();
+    try {
+      checkSocketOwner(where);
+    } catch (e) {
+      return reject(e);
+    }
+    const socket = net.createConnection(where);
     let buffered = "";
     let settled = false;
     const settle = (outcome: () => void) => {

@@ -240,6 +240,10 @@ pub(super) async fn serve_run(
         let message = "the daemon is shutting down and takes no new runs";
         return send(write, &Event::error(ErrorCode::ShuttingDown, message)).await;
     }
+    // A run would have nowhere to put its output, and its record might not fit either.
+    if let Some(message) = daemon.space.refusal() {
+        return send(write, &Event::error(ErrorCode::Internal, message)).await;
+    }
     let id = match daemon.fresh_run_id().await {
         Ok(id) => id,
         Err(error) => return send(write, &Event::Error(error)).await,

@@ -9,8 +9,13 @@
 //! free: a run's end is never written before its start, and nothing is lost while the daemon
 //! lives. A caller waits for its write while the index is free (so a client that is told a run
 //! has ended finds it in `history`), but at most [`PATIENCE`], and not at all while the index is
-//! known to be locked; the write is then applied later, in order. A write that fails for any
-//! other reason (a full disk, a damaged file) is logged and dropped: retrying would not help.
+//! known to be locked; the write is then applied later, in order.
+//!
+//! A full disk is waited out the same way: a write that fails for want of space first gives up
+//! the data directory's space reserve (`crate::space`) and tries again at once; if there is no
+//! reserve left, the queue waits, retrying every [`FULL_PAUSE`], until a purge or the user
+//! frees space. A write that fails for any other reason (a damaged file) is logged and
+//! dropped: retrying would not help.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::index::{Index, IndexError, NewRun, RunEnd};
 use crate::protocol::RunId;
+use crate::space::Space;
 
 use super::lock;
 
@@ -31,6 +37,9 @@ const PATIENCE: Duration = Duration::from_secs(1);
 const BUSY_TIMEOUT: Duration = Duration::from_millis(200);
 /// ...and the pause before the next try.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The pause between tries of a write the full disk refused.
+const FULL_PAUSE: Duration = Duration::from_secs(1);
 
 /// One change to a run's record.
 #[derive(Debug)]
@@ -81,8 +90,8 @@ pub(super) struct Recorder {
 }
 
 impl Recorder {
-    /// Starts the writer thread on `index`, a connection of its own.
-    pub(super) fn start(index: Index) -> std::io::Result<Recorder> {
+    /// Starts the writer thread on `index`, a connection of its own, on the disk `space`.
+    pub(super) fn start(index: Index, space: Arc<Space>) -> std::io::Result<Recorder> {
         index
             .set_busy_timeout(BUSY_TIMEOUT)
             .map_err(std::io::Error::other)?;
@@ -91,7 +100,7 @@ impl Recorder {
         let shared = Arc::clone(&queue);
         thread::Builder::new()
             .name("spillway-recorder".into())
-            .spawn(move || write_records(index, &shared, &progress_tx))?;
+            .spawn(move || write_records(index, &space, &shared, &progress_tx))?;
         Ok(Recorder { queue, progress })
     }
 
@@ -139,9 +148,11 @@ impl Drop for Recorder {
     }
 }
 
-/// The writer thread: records in order, each retried while the lock is held elsewhere.
+/// The writer thread: records in order, each retried while the lock is held elsewhere or the
+/// disk is full.
 fn write_records(
     mut index: Index,
+    space: &Space,
     queue: &(Mutex<Queue>, Condvar),
     progress: &watch::Sender<Progress>,
 ) {
@@ -156,6 +167,20 @@ fn write_records(
                         progress.send_modify(|p| p.blocked = true);
                     }
                     thread::sleep(RETRY_PAUSE);
+                    continue;
+                }
+                Err(e) if e.is_full() || (e.is_io_failure() && space.full_disk().is_some()) => {
+                    if space.release() {
+                        continue;
+                    }
+                    if !progress.borrow().blocked {
+                        tracing::error!(
+                            error = %e,
+                            "the disk is full: queueing run records until there is room (spillway purge frees some)"
+                        );
+                        progress.send_modify(|p| p.blocked = true);
+                    }
+                    thread::sleep(FULL_PAUSE);
                     continue;
                 }
                 Err(e) => {
@@ -210,7 +235,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn records_wait_out_another_processs_lock_in_order() {
         let (dir, reader) = open_temp();
-        let recorder = Recorder::start(Index::open(&dir.path().join(INDEX_FILE)).unwrap()).unwrap();
+        let space = Arc::new(Space::new(dir.path()));
+        let recorder =
+            Recorder::start(Index::open(&dir.path().join(INDEX_FILE)).unwrap(), space).unwrap();
         let at = chrono::Utc::now();
         recorder.record(Record::Start(new_run(1, at))).await;
         assert_eq!(status(&reader, 1), Some(RunStatus::Running));

@@ -297,3 +297,25 @@ pub fn processes_in_group(pgid: u32) -> Vec<u32> {
     }
     found
 }
+
+/// Process groups of commands that may outlive their daemon: killed on drop, so that a failing
+/// test leaves none behind either.
+#[derive(Default)]
+pub struct Groups(pub Vec<u32>);
+
+impl Drop for Groups {
+    fn drop(&mut self) {
+        self.0.iter().for_each(|&pgid| killpg(pgid));
+    }
+}
+
+/// SIGKILL to process group `pgid` (never 0, 1 or a negative id).
+pub fn killpg(pgid: u32) {
+    let pgid = i32::try_from(pgid).expect("a pgid");
+    assert!(pgid > 1, "refusing to signal group {pgid}");
+    // Straight to killpg: `kill -KILL -PGID` is read by procps as `kill -1`.
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}

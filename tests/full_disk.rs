@@ -1,0 +1,317 @@
+//! A full disk under the whole data directory (index, log, spills): a small tmpfs, mounted in
+//! a private mount namespace (`unshare -m`, as root, so nothing changes for the rest of the
+//! machine), filled by runs. The index stays writable, `history`, `stats` and `purge` work,
+//! new runs are refused with one clear error, a daemon restarts and answers on the full disk,
+//! and a daemon that cannot start there says why. Run with `--nocapture` for the figures.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::helper::daemon::wait_for;
+use crate::helper::{Sandbox, stderr};
+
+const EXE: &str = env!("CARGO_BIN_EXE_spillway");
+const MIB: u64 = 1 << 20;
+
+/// A private mount namespace holding a tmpfs, kept alive by a `sleep` inside it; the tmpfs
+/// goes with the namespace when the sleep is killed (on drop).
+struct Namespace {
+    holder: Child,
+    mount: PathBuf,
+}
+
+impl Namespace {
+    /// A `size` tmpfs at `mount` in a new namespace; Err says why there cannot be one here.
+    fn with_tmpfs(mount: &Path, size: &str) -> Result<Namespace, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("a mount namespace needs root".into());
+        }
+        let tried = Command::new("unshare").args(["-m", "true"]).output();
+        if !tried.is_ok_and(|out| out.status.success()) {
+            return Err("unshare -m is not permitted here (no CAP_SYS_ADMIN?)".into());
+        }
+        if Command::new("nsenter").arg("--version").output().is_err() {
+            return Err("nsenter (util-linux) is not installed".into());
+        }
+        std::fs::create_dir_all(mount).unwrap();
+        let script = format!(
+            "mount -t tmpfs -o size={size},mode=0700 tmpfs '{}' && echo mounted && exec sleep 3600",
+            mount.display()
+        );
+        let mut holder = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run unshare: {e}"))?;
+        let mut line = String::new();
+        let out = holder.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+        if line.trim() != "mounted" {
+            let _ = holder.kill();
+            let _ = holder.wait();
+            return Err("cannot mount a tmpfs in the namespace".into());
+        }
+        Ok(Namespace {
+            holder,
+            mount: mount.to_path_buf(),
+        })
+    }
+
+    /// `program` run inside the namespace.
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.args(["-t", &self.holder.id().to_string(), "-m", "--", program]);
+        cmd
+    }
+
+    /// `path` (inside the namespace) as this process can reach it: through the holder's root.
+    fn outside(&self, path: &Path) -> PathBuf {
+        let mut outside = PathBuf::from(format!("/proc/{}/root", self.holder.id()));
+        outside.push(path.strip_prefix("/").unwrap());
+        outside
+    }
+
+    /// Bytes free on the tmpfs.
+    fn free(&self) -> u64 {
+        let stat = nix::sys::statvfs::statvfs(&self.outside(&self.mount)).unwrap();
+        #[allow(clippy::useless_conversion)]
+        let free = u64::from(stat.blocks_available()) * u64::from(stat.fragment_size());
+        free
+    }
+
+    /// Fills the tmpfs to the last byte (with a file no spillway code would delete).
+    fn fill(&self) {
+        let filler = self.mount.join("filler");
+        let script = format!("head -c 1000000000 /dev/zero >> '{}'", filler.display());
+        let _ = self.command("sh").args(["-c", &script]).output().unwrap();
+        assert_eq!(self.free(), 0);
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+/// A daemon in the namespace, killed and reaped on drop.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Setup {
+    ns: Namespace,
+    sandbox: Sandbox,
+    data: PathBuf,
+    socket: PathBuf,
+}
+
+impl Setup {
+    fn start_daemon(&self) -> Daemon {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.sandbox.dir.path().join("daemon.log"))
+            .unwrap();
+        let child = self
+            .ns
+            .command(EXE)
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--data-dir")
+            .arg(&self.data)
+            .args(["--kill-grace", "1s"])
+            .env("SPILLWAY_LOG", "info")
+            .stdin(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        wait_for(
+            || std::os::unix::net::UnixStream::connect(&self.socket).is_ok(),
+            "the daemon on the tmpfs",
+        );
+        Daemon(child)
+    }
+
+    /// `spillway ARGS` in the namespace, against this daemon.
+    fn spillway(&self, args: &[&str]) -> Output {
+        self.ns
+            .command(EXE)
+            .args(args)
+            .env("SPILLWAY_SOCKET", &self.socket)
+            .env("SPILLWAY_DATA_DIR", &self.data)
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.spillway(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.sandbox.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+}
+
+#[test]
+fn a_full_disk_under_the_data_directory_keeps_the_index_writable() {
+    let sandbox = Sandbox::new();
+    let mount = sandbox.dir.path().join("mnt");
+    let ns = match Namespace::with_tmpfs(&mount, "64m") {
+        Ok(ns) => ns,
+        Err(why) => {
+            println!("full_disk: skipped, {why}");
+            return;
+        }
+    };
+    let setup = Setup {
+        data: mount.join("data"),
+        socket: sandbox.dir.path().join("run/spillway.sock"),
+        ns,
+        sandbox,
+    };
+    let ns = &setup.ns;
+    let mut daemon = setup.start_daemon();
+    let reserve = ns.outside(&setup.data.join("space-reserve"));
+    wait_for(|| reserve.exists(), "the space reserve");
+
+    // A run whose output would fill the disk: its spill stops while there is room left.
+    let started = Instant::now();
+    let flood = "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789 | head -c 100000000";
+    let a = setup.json(&["run", "--json", "--no-tty", "-c", flood]);
+    let a_spill = ns.outside(Path::new(a["spill_path"].as_str().unwrap()));
+    let a_bytes = std::fs::metadata(&a_spill).unwrap().len();
+    println!(
+        "full_disk: 100 MB of output on a 64 MiB disk: spill stopped at {:.1} MiB with {:.1} MiB \
+         free, in {:.1?}",
+        a_bytes as f64 / MIB as f64,
+        ns.free() as f64 / MIB as f64,
+        started.elapsed()
+    );
+    assert_eq!(a["status"], "exited");
+    assert_eq!(a["total_bytes"], 100_000_000u64);
+    let content = a["content"].as_str().unwrap();
+    assert!(
+        content.contains("INCOMPLETE") && content.contains("the disk is nearly full"),
+        "{content}"
+    );
+    assert!(a_bytes > 40 * MIB, "{a_bytes}");
+    assert!(ns.free() > 4 * MIB, "the floor left room: {}", ns.free());
+
+    // A run that fills the disk to the last byte itself.
+    let filler = mount.join("filler");
+    let script = format!(
+        "head -c 100000000 /dev/zero > '{}'; echo filled",
+        filler.display()
+    );
+    let b = setup.json(&["run", "--json", "-c", &script]);
+    assert_eq!(b["exit_code"], 0, "{b}");
+    ns.fill();
+
+    // Both runs are recorded as ended; the disk use is counted; a new run is refused, clearly.
+    let runs = setup.json(&["history", "--json"])["runs"].clone();
+    let statuses: Vec<(&str, &str)> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (b["id"].as_str().unwrap(), "exited"),
+            (a["id"].as_str().unwrap(), "exited")
+        ]
+    );
+    let stats = setup.json(&["stats", "--json"]);
+    assert!(stats["spill_bytes"].as_u64().unwrap() >= a_bytes, "{stats}");
+    let refused = setup.spillway(&["run", "--", "echo", "hi"]);
+    assert_eq!(refused.status.code(), Some(125));
+    assert!(
+        stderr(&refused).contains("is full (0 B free")
+            && stderr(&refused).contains("new runs are refused until there is room"),
+        "{}",
+        stderr(&refused)
+    );
+
+    // The daemon dies on the full disk; a new one starts there and answers.
+    let _ = daemon.0.kill();
+    let _ = daemon.0.wait();
+    ns.fill();
+    let restarted = Instant::now();
+    let daemon = setup.start_daemon();
+    let after = setup.json(&["history", "--json"])["runs"].clone();
+    assert_eq!(after.as_array().unwrap().len(), 2, "{after}");
+    println!(
+        "full_disk: a daemon started on the full disk ({} B free) and answered history in {:.1?}",
+        ns.free(),
+        restarted.elapsed()
+    );
+
+    // A daemon that cannot open an index there (a new data directory, no reserve) says why,
+    // and its client prints it at once.
+    ns.fill();
+    let asked = Instant::now();
+    let fresh = ns
+        .command(EXE)
+        .args(["run", "--", "true"])
+        .env("SPILLWAY_DATA_DIR", mount.join("fresh"))
+        .env(
+            "SPILLWAY_SOCKET",
+            setup.sandbox.dir.path().join("run/fresh.sock"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(fresh.status.code(), Some(125));
+    assert!(
+        stderr(&fresh)
+            .contains("the daemon could not start: the disk holding spillway's data directory")
+            && stderr(&fresh).contains("is full (0 B free)"),
+        "{}",
+        stderr(&fresh)
+    );
+    println!(
+        "full_disk: autostart on a full disk failed with its reason in {:.1?}",
+        asked.elapsed()
+    );
+
+    // The purge frees the disk, files first.
+    let purged = setup.json(&["purge", "--json", "--older-than", "0s"]);
+    let freed = purged["freed_bytes"].as_u64().unwrap();
+    assert!(freed >= a_bytes, "{purged}");
+    assert_eq!(purged["expired"].as_array().unwrap().len(), 2, "{purged}");
+    assert!(ns.free() > 40 * MIB, "{}", ns.free());
+    assert!(
+        setup.json(&["history", "--json"])["runs"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // And runs are whole again; the reserve is made again.
+    let d = setup.json(&["run", "--json", "--no-tty", "--", "seq", "1", "100000"]);
+    let d_spill = ns.outside(Path::new(d["spill_path"].as_str().unwrap()));
+    let expected: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
+    assert!(std::fs::read(&d_spill).unwrap() == expected.as_bytes());
+    wait_for(|| reserve.exists(), "the space reserve again");
+    let log = setup.log();
+    assert!(!log.contains("panicked"), "{log}");
+    assert!(
+        log.contains("released the space reserve"),
+        "the reserve was used: {log}"
+    );
+    drop(daemon);
+}
