@@ -229,7 +229,7 @@ impl Mcp {
         }
     }
 
-    /// Calls `tool` and returns its result (`content`, `structuredContent`, `isError`).
+    /// Calls `tool` and returns its result (`content`, `isError`).
     fn call(&mut self, tool: &str, arguments: Value) -> Value {
         self.ask("tools/call", json!({"name": tool, "arguments": arguments}))
     }
@@ -255,9 +255,22 @@ fn spillway_mcp_reaps_the_daemon_it_started_when_that_daemon_dies() {
         "bash",
         json!({"command": "sleep 600", "yield_seconds": 0.5}),
     );
-    let run = &running["structuredContent"];
-    let id = run["id"].as_str().expect("a running run").to_string();
-    let _groups = Groups(vec![u32::try_from(run["pid"].as_u64().unwrap()).unwrap()]);
+    // Results are text only: the id is in the status line, the pid in the daemon's `ps`.
+    let text = text_of(&running);
+    let id = text
+        .split("[spillway: run ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .expect("a running run")
+        .to_string();
+    let ps = RawClient::connect(&socket).ask(&json!({"v": 1, "op": "ps"}));
+    let live = ps["runs"].as_array().expect("ps lists runs");
+    let pid = live
+        .iter()
+        .find(|r| r["id"] == id.as_str())
+        .expect("the run")["pid"]
+        .as_u64();
+    let _groups = Groups(vec![u32::try_from(pid.unwrap()).unwrap()]);
     let first = Started {
         pid: daemon_pid(&socket),
         socket: socket.clone(),
@@ -286,9 +299,12 @@ fn spillway_mcp_reaps_the_daemon_it_started_when_that_daemon_dies() {
         pid: daemon_pid(&socket),
         socket: socket.clone(),
     };
-    let runs = listed["structuredContent"]["runs"].as_array().unwrap();
-    let row = runs.iter().find(|r| r["id"] == id).expect("the run");
-    assert_eq!(row["status"], "interrupted", "{row}");
+    let listing = text_of(&listed);
+    let row = listing
+        .lines()
+        .find(|line| line.contains(&id))
+        .expect("history lists the run");
+    assert!(row.contains("interrupted"), "{row}");
 }
 
 /// A Unix socket listener at `socket`, run as nobody with `python`: it sends every client a

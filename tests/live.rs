@@ -180,7 +180,10 @@ fn new_previews_never_repeat_a_line_and_miss_none() {
 
 #[test]
 fn three_followers_of_a_big_output_get_all_of_it_even_a_slow_one() {
-    let daemon = TestDaemon::start();
+    // The slow follower takes nothing while the run lasts, and a client that takes no event
+    // for the client timeout is dropped: on a loaded machine (the whole suite at once) the
+    // run can outlast the default 30 s.
+    let daemon = TestDaemon::start_with(&["--client-timeout", "300s"]);
     let mut runner = daemon.client();
     let mut request = shell("seq 1 7000000; echo done");
     request["tty"] = json!(false);
