@@ -76,8 +76,9 @@ pub struct Daemon {
     recorder: Recorder,
     /// The data directory's disk: new runs are refused when it is nearly full.
     space: Arc<Space>,
-    /// Greps searching at once (see [`grep`]).
+    /// Greps searching at once (see [`grep`]), out of `grep_slots`.
     greps: Arc<Semaphore>,
+    grep_slots: usize,
     /// Runs ended and greps done, ever: the memory they used may be handed back.
     work: AtomicU64,
     policy: PurgePolicy,
@@ -129,6 +130,7 @@ impl Daemon {
             recorder: Recorder::start(records, Arc::clone(&settings.space))?,
             space: settings.space,
             greps: Arc::new(Semaphore::new(grep_permits())),
+            grep_slots: grep_permits(),
             work: AtomicU64::new(0),
             policy: settings.policy,
             default_timeout: settings.default_timeout,
@@ -194,7 +196,7 @@ impl Daemon {
 
     /// No run is going and no grep is searching.
     pub fn is_quiet(&self) -> bool {
-        self.runs_in_flight() == 0 && self.greps.available_permits() == grep_permits()
+        self.runs_in_flight() == 0 && self.greps.available_permits() == self.grep_slots
     }
 
     /// Runs ended and greps done so far: when this has moved and the daemon is quiet, the
