@@ -18,7 +18,8 @@
 //! becomes the end time of the runs the next daemon finds interrupted.
 //!
 //! The file is never deleted: a daemon that deleted it on the way out could leave a newcomer
-//! locking the old inode while a third locks a new file at the same path.
+//! locking the old inode while a third locks a new file at the same path. (A daemon of a
+//! spillway from before this lock takes none: during an upgrade, stop the old daemon first.)
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
