@@ -216,13 +216,14 @@ fn start_daemon(endpoint: &Endpoint) -> Result<UnixStream> {
     }
 }
 
-/// Whether a daemon's reason for not starting is that another one serves `socket` already
-/// (one that serves the data directory on another socket will never answer on ours).
+/// Whether a daemon's reason for not starting is that another one serves `socket` already,
+/// or may (one that serves the data directory on another socket will never answer on ours).
 fn lost_race(why: &str, socket: &Path) -> bool {
     let socket = socket.display();
     why.contains(&format!(
         "listening on {socket}) already serves data directory"
-    )) || why.contains(&format!("already running on {socket}"))
+    )) || why.contains("(pid unknown) already serves data directory")
+        || why.contains(&format!("already running on {socket}"))
 }
 
 /// Reads, on a thread of its own, what the daemon reports about its start-up (the text is

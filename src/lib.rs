@@ -8,7 +8,9 @@
 //! process-group kills) -> `normalise` (terminal bytes -> clean text) -> `capture` (spill file
 //! + bounded head/tail + counters) -> `preview` (limits, notice) -> the `exit` event.
 //!
-//! `daemon` owns the daemon's lifecycle (socket claim, signals, idle exit), `config` where the
+//! `daemon` owns the daemon's lifecycle (the data directory's lock, socket claim, signals, idle
+//! exit), `recover` what it puts right after a daemon died, `space` the disk under the data
+//! directory (the floor and the reserve that keep the index writable), `config` where the
 //! socket is, `spill` the data directory and spill files, `read` paging through a spill, and
 //! `cli` the command-line edge.
 //!

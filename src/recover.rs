@@ -62,8 +62,11 @@ pub fn record_orphan_spills(
         let Some((started_at, pid)) = name.to_str().and_then(parse_spill_name) else {
             continue;
         };
+        if pid != predecessor {
+            continue;
+        }
         let Ok(meta) = entry.metadata() else { continue };
-        if pid != predecessor || !meta.is_file() || index.names_spill(&name.to_string_lossy())? {
+        if !meta.is_file() || index.names_spill(&name.to_string_lossy())? {
             continue;
         }
         let modified = meta.modified().ok().map(DateTime::<Utc>::from);

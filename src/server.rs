@@ -17,6 +17,7 @@
 //! the kernel's socket buffer and the event being sent, and is then dropped. Idle connections
 //! with no request under way may stay open.
 
+mod grep;
 mod live;
 mod recorder;
 mod redaction;
@@ -34,14 +35,13 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
-use crate::grep::{DEFAULT_MAX_COUNT, grep_file};
 use crate::highlight::Patterns;
 use crate::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow, StatusFilter};
 use crate::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
 use crate::protocol::{
-    ErrorCode, ErrorEvent, Event, ExitEvent, GrepEvent, GrepRequest, HistoryEvent, HistoryRequest,
-    MAX_REQUEST_BYTES, PROTOCOL_VERSION, PongEvent, PurgeRequest, Request, RunId, RunRequest,
-    RunStatus, ShowEvent, ShowRequest, StatsEvent, StreamMode, parse_request,
+    ErrorCode, ErrorEvent, Event, ExitEvent, HistoryEvent, HistoryRequest, MAX_REQUEST_BYTES,
+    PROTOCOL_VERSION, PongEvent, PurgeRequest, Request, RunId, RunRequest, RunStatus, ShowEvent,
+    ShowRequest, StatsEvent, StreamMode, parse_request,
 };
 use crate::purge::{self, PurgePolicy};
 use crate::read::{self, ReadError, ReadRequest};
@@ -50,6 +50,7 @@ use crate::space::Space;
 use crate::spill::DataDir;
 use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
 
+use self::grep::{grep, grep_permits};
 use self::live::{RecentRun, RunEntry, Session};
 use self::recorder::{Record, Recorder};
 
@@ -77,8 +78,9 @@ pub struct Daemon {
     recorder: Recorder,
     /// The data directory's disk: new runs are refused when it is nearly full.
     space: Arc<Space>,
-    /// Greps searching at once (see [`grep`]).
+    /// Greps searching at once (see [`grep`]), out of `grep_slots`.
     greps: Arc<Semaphore>,
+    grep_slots: usize,
     /// Runs ended and greps done, ever: the memory they used may be handed back.
     work: AtomicU64,
     policy: PurgePolicy,
@@ -133,6 +135,7 @@ impl Daemon {
             recorder: Recorder::start(records, Arc::clone(&settings.space))?,
             space: settings.space,
             greps: Arc::new(Semaphore::new(grep_permits())),
+            grep_slots: grep_permits(),
             work: AtomicU64::new(0),
             policy: settings.policy,
             default_timeout: settings.default_timeout,
@@ -199,7 +202,7 @@ impl Daemon {
 
     /// No run is going and no grep is searching.
     pub fn is_quiet(&self) -> bool {
-        self.runs_in_flight() == 0 && self.greps.available_permits() == grep_permits()
+        self.runs_in_flight() == 0 && self.greps.available_permits() == self.grep_slots
     }
 
     /// Runs ended and greps done so far: when this has moved and the daemon is quiet, the
@@ -626,117 +629,6 @@ async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
     })))
 }
 
-/// Longest grep pattern taken, in bytes: far beyond any real pattern, and a bound on what the
-/// greps waiting for a turn hold.
-const MAX_PATTERN_BYTES: usize = 64 << 10;
-
-/// Most memory one grep pattern may compile to. The regex crate's own default (10 MiB) let
-/// 64 greps of `\w{200}x` take the daemon to 600 MiB; real patterns need far less (`\w{50}`,
-/// a pathological one, fits).
-const PATTERN_SIZE_LIMIT: usize = 4 << 20;
-
-/// Most memory one grep's lazy DFA may cache (the regex crate's default is 2 MiB per thread
-/// and pattern).
-const PATTERN_DFA_LIMIT: usize = 1 << 20;
-
-/// Bytes of a refused pattern quoted back in the error.
-const PATTERN_ECHO_BYTES: usize = 100;
-
-/// Greps that compile and search at once: one per core, at most 4. The rest wait their turn,
-/// holding only their request, so memory stays bounded whatever the clients send.
-fn grep_permits() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4))
-}
-
-async fn grep(r: GrepRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
-    if r.pattern.len() > MAX_PATTERN_BYTES {
-        return Err(ErrorEvent {
-            code: ErrorCode::BadPattern,
-            message: format!(
-                "the pattern {} is {} bytes long; at most {MAX_PATTERN_BYTES} are taken",
-                quote_start(&r.pattern),
-                r.pattern.len()
-            ),
-        });
-    }
-    let max_count = match r.max_count {
-        Some(0) => return Err(bad_request("max_count must be at least 1".into())),
-        Some(n) => n,
-        None => DEFAULT_MAX_COUNT,
-    };
-    let (run, path) = spill_of(r.id, daemon).await?;
-    let (pattern, ignore_case, context) = (r.pattern, r.ignore_case, r.context);
-    let permit = Arc::clone(&daemon.greps)
-        .acquire_owned()
-        .await
-        .map_err(|e| internal(format!("grep queue closed: {e}")))?;
-    let searched = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        let regex = regex::RegexBuilder::new(&pattern)
-            .case_insensitive(ignore_case)
-            .size_limit(PATTERN_SIZE_LIMIT)
-            .dfa_size_limit(PATTERN_DFA_LIMIT)
-            .build()
-            .map_err(|e| ErrorEvent {
-                code: ErrorCode::BadPattern,
-                message: bad_pattern_message(&pattern, &e),
-            })?;
-        grep_file(&path, &regex, context, max_count).map_err(|e| internal(e.to_string()))
-    })
-    .await;
-    daemon.work.fetch_add(1, Ordering::SeqCst);
-    let result = searched.map_err(|e| internal(format!("grep task failed: {e}")))??;
-    Ok(Event::Grep(Box::new(GrepEvent {
-        redactions: BTreeMap::new(),
-        run,
-        result,
-        max_count,
-    })))
-}
-
-/// Why a pattern was refused, quoting at most its first [`PATTERN_ECHO_BYTES`] bytes: the
-/// regex crate's own message quotes the whole pattern (twice the size of a 1 MB pattern, with
-/// its caret line), so for a long one only its last line (what is wrong) is kept.
-fn bad_pattern_message(pattern: &str, error: &regex::Error) -> String {
-    let reason = error.to_string();
-    if pattern.len() <= PATTERN_ECHO_BYTES {
-        return format!("bad pattern {pattern:?}: {reason}");
-    }
-    let what = reason.lines().last().unwrap_or_default();
-    format!(
-        "bad pattern {} ({} bytes): {}",
-        quote_start(pattern),
-        pattern.len(),
-        cut_message(what, 4 * PATTERN_ECHO_BYTES)
-    )
-}
-
-/// The first [`PATTERN_ECHO_BYTES`] bytes of `text` (at a character boundary), quoted, with
-/// `…` when there is more.
-fn quote_start(text: &str) -> String {
-    if text.len() <= PATTERN_ECHO_BYTES {
-        return format!("{text:?}");
-    }
-    let end = (0..=PATTERN_ECHO_BYTES)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    format!("{:?}…", &text[..end])
-}
-
-/// `text` cut to about `max` bytes (at a character boundary), with `…` when cut: an error
-/// message that quotes a client's input must not grow with it.
-fn cut_message(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let end = (0..=max)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    format!("{}…", &text[..end])
-}
-
 async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
     let index = daemon.with_index(|index| index.stats()).await?;
     Ok(Event::Stats(StatsEvent {
@@ -916,7 +808,7 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
     } else {
         Some(Patterns::with_extra(&r.highlight).map_err(|e| ErrorEvent {
             code: ErrorCode::BadPattern,
-            message: cut_message(&e.to_string(), 4 * PATTERN_ECHO_BYTES),
+            message: grep::cut_message(&e.to_string(), 4 * grep::PATTERN_ECHO_BYTES),
         })?)
     };
     Ok(RunSpec {
@@ -940,33 +832,6 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_refused_pattern_is_quoted_short() {
-        let huge = format!("{}(", "a".repeat(1_000_000));
-        let error = regex::Regex::new(&huge).unwrap_err();
-        let message = bad_pattern_message(&huge, &error);
-        assert!(message.len() < 1000, "{} bytes", message.len());
-        assert!(
-            message.starts_with(&format!(
-                "bad pattern \"{}\"… (1000001 bytes): ",
-                "a".repeat(100)
-            )),
-            "{message}"
-        );
-        assert!(message.contains("unclosed group"), "{message}");
-        // A short one is quoted whole, with the regex crate's own explanation.
-        let short = String::from("a(");
-        let error = regex::Regex::new(&short).unwrap_err();
-        let message = bad_pattern_message(&short, &error);
-        assert!(
-            message.starts_with("bad pattern \"a(\": regex parse error"),
-            "{message}"
-        );
-        // Cut at a character boundary.
-        let wide = "é".repeat(200);
-        assert_eq!(quote_start(&wide), format!("{:?}…", "é".repeat(50)));
-    }
 
     #[test]
     fn peers_of_another_uid_are_refused() {

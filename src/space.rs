@@ -58,9 +58,14 @@ fn available(stat: &nix::sys::statvfs::Statvfs) -> u64 {
     u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size()))
 }
 
-/// Sizes as people read them: `3.9 MiB`.
+/// Sizes as people read them, precise enough near the floor that "7.99 MiB free, under the
+/// 8.00 MiB" does not read "8.0 MiB free, under the 8.0 MiB": `0 B`, `7.99 MiB`, `1.2 GiB`.
 fn human(bytes: u64) -> String {
-    ByteSize::b(bytes).display().iec().to_string()
+    match bytes {
+        0 => "0 B".to_string(),
+        b if b < 1 << 30 => format!("{:.2} MiB", b as f64 / (1 << 20) as f64),
+        b => ByteSize::b(b).display().iec().to_string(),
+    }
 }
 
 /// Why a spill on a nearly full disk stops growing (the preview's notice quotes it).
@@ -245,7 +250,10 @@ mod tests {
     #[test]
     fn the_messages_say_what_is_wrong_and_what_to_do() {
         let message = spill_floor_reached(1 << 20);
-        assert!(message.contains("nearly full (1.0 MiB free"), "{message}");
+        assert!(message.contains("nearly full (1.00 MiB free"), "{message}");
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human((8 << 20) - 10_000), "7.99 MiB");
+        assert_eq!(human(3 << 30), "3.0 GiB");
         let space = Space::new(Path::new("/"));
         if let Some(refusal) = space.refusal() {
             assert!(refusal.contains("spillway purge"), "{refusal}");

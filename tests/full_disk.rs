@@ -188,40 +188,57 @@ fn a_full_disk_under_the_data_directory_keeps_the_index_writable() {
     let reserve = ns.outside(&setup.data.join("space-reserve"));
     wait_for(|| reserve.exists(), "the space reserve");
 
-    // A run whose output would fill the disk: its spill stops while there is room left.
-    let started = Instant::now();
-    let flood = "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789 | head -c 100000000";
-    let a = setup.json(&["run", "--json", "--no-tty", "-c", flood]);
-    let a_spill = ns.outside(Path::new(a["spill_path"].as_str().unwrap()));
-    let a_bytes = std::fs::metadata(&a_spill).unwrap().len();
-    println!(
-        "full_disk: 100 MB of output on a 64 MiB disk: spill stopped at {:.1} MiB with {:.1} MiB \
-         free, in {:.1?}",
-        a_bytes as f64 / MIB as f64,
-        ns.free() as f64 / MIB as f64,
-        started.elapsed()
-    );
-    assert_eq!(a["status"], "exited");
-    assert_eq!(a["total_bytes"], 100_000_000u64);
-    let content = a["content"].as_str().unwrap();
-    assert!(
-        content.contains("INCOMPLETE") && content.contains("the disk is nearly full"),
-        "{content}"
-    );
-    assert!(a_bytes > 40 * MIB, "{a_bytes}");
-    assert!(ns.free() > 4 * MIB, "the floor left room: {}", ns.free());
-
-    // A run that fills the disk to the last byte itself.
+    // A run that will fill the disk to the last byte itself, once told to (it starts while
+    // there is room; its end is recorded on the full disk).
+    let go = mount.join("go");
     let filler = mount.join("filler");
     let script = format!(
-        "head -c 100000000 /dev/zero > '{}'; echo filled",
+        "while [ ! -e '{}' ]; do sleep 0.05; done; head -c 100000000 /dev/zero > '{}'; echo filled",
+        go.display(),
         filler.display()
     );
-    let b = setup.json(&["run", "--json", "-c", &script]);
+    let b = std::thread::scope(|scope| {
+        let b = scope.spawn(|| setup.json(&["run", "--json", "-c", &script]));
+        wait_for(
+            || {
+                setup.json(&["ps", "--json"])["runs"]
+                    .as_array()
+                    .is_some_and(|r| !r.is_empty())
+            },
+            "the filling run to start",
+        );
+
+        // A run whose output would fill the disk: its spill stops while there is room left.
+        let started = Instant::now();
+        let flood = "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789 | head -c 100000000";
+        let a = setup.json(&["run", "--json", "--no-tty", "-c", flood]);
+        let a_spill = ns.outside(Path::new(a["spill_path"].as_str().unwrap()));
+        let a_bytes = std::fs::metadata(&a_spill).unwrap().len();
+        println!(
+            "full_disk: 100 MB of output on a 64 MiB disk: spill stopped at {:.1} MiB with \
+             {:.2} MiB free, in {:.1?}",
+            a_bytes as f64 / MIB as f64,
+            ns.free() as f64 / MIB as f64,
+            started.elapsed()
+        );
+        assert_eq!(a["status"], "exited");
+        assert_eq!(a["total_bytes"], 100_000_000u64);
+        let content = a["content"].as_str().unwrap();
+        assert!(
+            content.contains("INCOMPLETE") && content.contains("the disk is nearly full"),
+            "{content}"
+        );
+        assert!(a_bytes > 40 * MIB, "{a_bytes}");
+        assert!(ns.free() > 4 * MIB, "the floor left room: {}", ns.free());
+        std::fs::write(ns.outside(&go), b"").unwrap();
+        (a, a_bytes, b.join().unwrap())
+    });
+    let (a, a_bytes, b) = b;
     assert_eq!(b["exit_code"], 0, "{b}");
     ns.fill();
 
-    // Both runs are recorded as ended; the disk use is counted; a new run is refused, clearly.
+    // Both runs are recorded as ended (newest first: the filler started first); the disk use
+    // is counted; a new run is refused, clearly.
     let runs = setup.json(&["history", "--json"])["runs"].clone();
     let statuses: Vec<(&str, &str)> = runs
         .as_array()
@@ -232,8 +249,8 @@ fn a_full_disk_under_the_data_directory_keeps_the_index_writable() {
     assert_eq!(
         statuses,
         [
-            (b["id"].as_str().unwrap(), "exited"),
-            (a["id"].as_str().unwrap(), "exited")
+            (a["id"].as_str().unwrap(), "exited"),
+            (b["id"].as_str().unwrap(), "exited")
         ]
     );
     let stats = setup.json(&["stats", "--json"]);

@@ -110,7 +110,8 @@ def _connect():
             sock.close()
         said = report[0].strip() if report else "ready"
         # Unless it lost a race to another daemon on this socket (then wait for that one).
-        if said.startswith("error: ") and f"{path})" not in said and f"running on {path}" not in said:
+        lost_race = any(mark in said for mark in (f"{path})", f"running on {path}", "(pid unknown)"))
+        if said.startswith("error: ") and not lost_race:
             raise SpillwayError(f"the daemon could not start: {said[len('error: '):]}")
         time.sleep(0.05)
     raise SpillwayError(f"the daemon did not start at {path}")

@@ -18,7 +18,8 @@
 //! becomes the end time of the runs the next daemon finds interrupted.
 //!
 //! The file is never deleted: a daemon that deleted it on the way out could leave a newcomer
-//! locking the old inode while a third locks a new file at the same path.
+//! locking the old inode while a third locks a new file at the same path. (A daemon of a
+//! spillway from before this lock takes none: during an upgrade, stop the old daemon first.)
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -56,7 +57,7 @@ impl DataDirLock {
         let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(locked) => locked,
             Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
-                let (pid, holder_socket) = parse(&read_all(&mut file));
+                let (pid, holder_socket) = parse(&holders_text(&mut file));
                 let pid = pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}"));
                 let on = holder_socket
                     .map(|s| format!(", listening on {s}"))
@@ -119,6 +120,19 @@ fn open(path: &PathBuf) -> Result<File> {
             ),
             _ => anyhow::Error::new(e).context(format!("cannot open lock file {}", path.display())),
         })
+}
+
+/// What the holder wrote, waiting a little for it: a holder that has just taken the lock
+/// writes its pid a moment later (two daemons started at once).
+fn holders_text(file: &mut File) -> String {
+    for _ in 0..20 {
+        let text = read_all(file);
+        if parse(&text).0.is_some() {
+            return text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    read_all(file)
 }
 
 /// The file's text (at most a few hundred bytes are ever written there).
