@@ -255,13 +255,14 @@ fn spillway_mcp_reaps_the_daemon_it_started_when_that_daemon_dies() {
         "bash",
         json!({"command": "sleep 600", "yield_seconds": 0.5}),
     );
-    let run = &running["structuredContent"];
-    let id = run["id"].as_str().expect("a running run").to_string();
-    let _groups = Groups(vec![u32::try_from(run["pid"].as_u64().unwrap()).unwrap()]);
+    // Guarded before anything can fail: a daemon left behind would run `sleep` for 10 minutes.
     let first = Started {
         pid: daemon_pid(&socket),
         socket: socket.clone(),
     };
+    let run = &running["structuredContent"];
+    let _groups = Groups(run["pid"].as_u64().map(|p| p as u32).into_iter().collect());
+    let id = run["id"].as_str().expect("a running run").to_string();
     assert_eq!(
         ProcStat::of(first.pid).unwrap().parent,
         mcp.pid(),
@@ -486,11 +487,11 @@ fn every_file_spillway_makes_is_private() {
         .args(["run", "--", "seq", "1", "3"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
     let _daemon = Started {
         pid: daemon_pid(&socket),
         socket: socket.clone(),
     };
+    assert!(out.status.success(), "{}", stderr(&out));
     let truncated = crate::helper::run_with_input(
         {
             let mut cmd = sandbox.spillway();
