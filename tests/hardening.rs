@@ -255,26 +255,23 @@ fn spillway_mcp_reaps_the_daemon_it_started_when_that_daemon_dies() {
         "bash",
         json!({"command": "sleep 600", "yield_seconds": 0.5}),
     );
+    // Guarded before anything can fail: a daemon left behind would run `sleep` for 10 minutes.
+    let first = Started {
+        pid: daemon_pid(&socket),
+        socket: socket.clone(),
+    };
     // Results are text only: the id is in the status line, the pid in the daemon's `ps`.
     let text = text_of(&running);
+    let ps = RawClient::connect(&socket).ask(&json!({"v": 1, "op": "ps"}));
+    let pid = ps["runs"][0]["pid"].as_u64();
+    let _groups = Groups(pid.map(|p| p as u32).into_iter().collect());
     let id = text
         .split("[spillway: run ")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
         .expect("a running run")
         .to_string();
-    let ps = RawClient::connect(&socket).ask(&json!({"v": 1, "op": "ps"}));
-    let live = ps["runs"].as_array().expect("ps lists runs");
-    let pid = live
-        .iter()
-        .find(|r| r["id"] == id.as_str())
-        .expect("the run")["pid"]
-        .as_u64();
-    let _groups = Groups(vec![u32::try_from(pid.unwrap()).unwrap()]);
-    let first = Started {
-        pid: daemon_pid(&socket),
-        socket: socket.clone(),
-    };
+    assert_eq!(ps["runs"][0]["id"], id.as_str(), "{ps}");
     assert_eq!(
         ProcStat::of(first.pid).unwrap().parent,
         mcp.pid(),
@@ -502,11 +499,11 @@ fn every_file_spillway_makes_is_private() {
         .args(["run", "--", "seq", "1", "3"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
     let _daemon = Started {
         pid: daemon_pid(&socket),
         socket: socket.clone(),
     };
+    assert!(out.status.success(), "{}", stderr(&out));
     let truncated = crate::helper::run_with_input(
         {
             let mut cmd = sandbox.spillway();
