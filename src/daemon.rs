@@ -50,6 +50,8 @@ pub struct DaemonConfig {
     pub max_spill: u64,
     /// How long a client may take to finish a request line, and to take each event.
     pub client_timeout: Duration,
+    /// Cgroups or not for runs, and their default limits.
+    pub containment: crate::supervisor::cgroup::Containment,
 }
 
 /// Most connections served at once...
@@ -85,7 +87,7 @@ pub fn run(config: DaemonConfig) -> Result<()> {
     let data_dir = DataDir::open(&config.data_dir)
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
     let listener = claim_socket(&config.socket)?;
-    let (index, records) = match open_index(&data_dir) {
+    let (index, records, interrupted) = match open_index(&data_dir) {
         Ok(opened) => opened,
         Err(e) => {
             listener.release(&config.socket);
@@ -106,6 +108,7 @@ pub fn run(config: DaemonConfig) -> Result<()> {
         records,
         listener,
         max_clients,
+        interrupted,
     };
     runtime.block_on(serve(config, opened, signals))
 }
@@ -118,6 +121,8 @@ struct Opened {
     records: Index,
     listener: Listener,
     max_clients: usize,
+    /// Runs a dead daemon left, for the sweep of what they left running.
+    interrupted: Vec<crate::protocol::RunId>,
 }
 
 /// Raises the soft limit on open files to the hard limit (every client holds a descriptor, and
@@ -145,8 +150,8 @@ fn raise_file_limit() -> u64 {
 }
 
 /// Opens the index (and a second connection to it for the run records) and marks the runs a
-/// dead daemon left `running` as `interrupted`.
-fn open_index(data_dir: &DataDir) -> Result<(Index, Index)> {
+/// dead daemon left `running` as `interrupted` (returned, so what they left can be stopped).
+fn open_index(data_dir: &DataDir) -> Result<(Index, Index, Vec<crate::protocol::RunId>)> {
     let path = data_dir.root().join(INDEX_FILE);
     let mut index = Index::open(&path)?;
     // A new daemon may get a dead one's pid (pid 1 in a container): never count ourselves.
@@ -159,7 +164,7 @@ fn open_index(data_dir: &DataDir) -> Result<(Index, Index)> {
             "marked runs of a daemon that died as interrupted"
         );
     }
-    Ok((index, Index::open(&path)?))
+    Ok((index, Index::open(&path)?, recovered))
 }
 
 /// Whether a process exists (EPERM: it does, but is not ours).
@@ -315,6 +320,7 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         records,
         listener,
         max_clients,
+        interrupted,
     } = opened;
     let (std_listener, owned_socket) = match listener {
         Listener::Bound {
@@ -334,6 +340,8 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         max_spill: config.max_spill,
         client_timeout: config.client_timeout,
         max_clients,
+        containment: config.containment.clone(),
+        interrupted,
     };
     let daemon = Arc::new(
         Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,
