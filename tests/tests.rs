@@ -2,6 +2,7 @@
 
 mod daemon;
 mod engine;
+mod escapes;
 mod examples;
 mod faults;
 mod fuzz_corpus;

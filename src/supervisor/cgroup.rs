@@ -145,6 +145,7 @@ impl CgroupTree {
         let base = base_for_runs(&mount, &here);
         let dir = base.join(format!("spillway-{key}"));
         fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        remove_empty_siblings(&dir);
         let has_kill = dir.join("cgroup.kill").exists() && !switch_on(NO_CGROUP_KILL_ENV);
         let v2 = enable_controllers(&base, &dir);
         let v1 = CONTROLLERS
@@ -176,6 +177,8 @@ impl CgroupTree {
     /// limits. A limit no controller here can hold is left out of the returned cgroup's
     /// [`RunCgroup::enforced`].
     pub fn create(&self, id: &RunId, limits: &Resources) -> io::Result<RunCgroup> {
+        // Another daemon's start may have removed the directory while it was empty.
+        fs::create_dir_all(&self.dir)?;
         let dir = self.dir.join(id.as_str());
         make_fresh(&dir)?;
         let mut run = RunCgroup {
@@ -476,10 +479,36 @@ fn v1_dir(resource: Resource, mounts: &str, own: &str, key: &str) -> Option<Path
     })?;
     let dir = join_cgroup(&mount.point, &mount.root, path).join(format!("spillway-{key}"));
     match fs::create_dir_all(&dir) {
-        Ok(()) => Some(dir),
+        Ok(()) => {
+            remove_empty_siblings(&dir);
+            Some(dir)
+        }
         Err(e) => {
             tracing::debug!(controller = name, "no v1 cgroup for runs: {e}");
             None
+        }
+    }
+}
+
+/// Removes the runs' directories of other daemons of this user (other data directories) that
+/// hold no run: daemons killed without a shutdown leave them, and the rmdir of a cgroup with
+/// anything in it fails, so a live daemon's runs are never touched.
+fn remove_empty_siblings(dir: &Path) {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str()))
+    else {
+        return;
+    };
+    let Some((prefix, _)) = name.rsplit_once('-') else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let other = entry.file_name();
+        let other = other.to_string_lossy();
+        if other != name && other.starts_with(&format!("{prefix}-")) {
+            let _ = fs::remove_dir(entry.path());
         }
     }
 }
