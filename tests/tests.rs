@@ -14,5 +14,6 @@ mod mcp;
 mod ops;
 mod read_cli;
 mod runaway;
+mod servers;
 mod supervisor;
 mod truncate_cli;
