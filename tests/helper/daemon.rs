@@ -271,7 +271,6 @@ pub fn open_fds(pid: u32) -> usize {
 /// The fields of /proc/PID/stat these tests read.
 pub struct ProcStat {
     pub state: String,
-    pub parent: u32,
     pub pgid: u32,
 }
 
@@ -286,8 +285,8 @@ impl ProcStat {
         let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
         Some(ProcStat {
             state: fields.next()?.to_string(),
-            parent: fields.next()?.parse().ok()?,
-            pgid: fields.next()?.parse().ok()?,
+            // The parent, unused.
+            pgid: fields.nth(1)?.parse().ok()?,
         })
     }
 }
