@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, PoisonError};
 use std::time::Instant;
 
@@ -52,15 +53,25 @@ fn leaders() -> MutexGuard<'static, BTreeSet<i32>> {
     LEADERS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Whether [`become_subreaper`] succeeded.
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+
 /// Makes this process a child subreaper (once). Failure is logged; runs still work, but the
-/// orphans of their commands go to init, out of our sight.
+/// orphans of their commands go to init, out of our sight (but for their marker, see
+/// [`crate::supervisor::descendants`]).
 pub fn become_subreaper() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+    ONCE.call_once(|| match nix::sys::prctl::set_child_subreaper(true) {
+        Ok(()) => SUBREAPER.store(true, Ordering::Relaxed),
+        Err(e) => {
             tracing::warn!("cannot become a child subreaper ({e}); orphans of runs may linger");
         }
     });
+}
+
+/// Whether this process is a child subreaper, so that the orphans of runs come to it.
+pub fn is_subreaper() -> bool {
+    SUBREAPER.load(Ordering::Relaxed)
 }
 
 /// Spawns a run's leader with `spawn` (which returns its pid) and registers it, so that

@@ -834,7 +834,8 @@ async fn enforce_deadlines(
 
 /// Looks at the run's processes now and then while its command runs (see [`TRACK_TICK`]).
 async fn track_while_running(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(TRACK_TICK);
+    // Not at once: a short command is done before the first look.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + TRACK_TICK, TRACK_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;

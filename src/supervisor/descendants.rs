@@ -6,9 +6,12 @@
 //! Without one they are found in `/proc`: the command's descendants; the orphans handed to
 //! the daemon (a child subreaper, see [`crate::reaper`]) that belong to the run by their
 //! session or process group, by having been seen as the run's before, or by the marker every
-//! command inherits, `SPILLWAY_RUN_ID=<id>` in its environment; and, when the run ends, any
-//! process whatever with that marker. A process that empties its environment and leaves the
-//! daemon's tree is out of reach of this fallback only.
+//! command inherits, `SPILLWAY_RUN_ID=<id>` in its environment; and their descendants. As a
+//! subreaper the daemon keeps every orphan of a run in its own tree, so looking for the marker
+//! outside it is only needed when the daemon was not one ([`crate::reaper::is_subreaper`]),
+//! and after a crash, when a new daemon looks for a dead one's leftovers
+//! ([`sweep_markers`]). A process that empties its environment and leaves the daemon's tree
+//! (through another service) is out of reach of this fallback only.
 //!
 //! When a run ends, what its command left running is stopped: SIGTERM (and SIGCONT), up to
 //! the kill grace for it to go, then `cgroup.kill`, or without a cgroup SIGSTOP to each process
@@ -276,6 +279,8 @@ fn find_in_proc(id: &str, leader: u32, seen: &BTreeMap<u32, Member>, thorough: b
             || marker(p.pid).as_deref() == Some(id)
     };
     let mut roots: Vec<u32> = vec![leader];
+    // Orphans stay in our tree while we are a subreaper: no need to look anywhere else.
+    let thorough = thorough && !reaper::is_subreaper();
     for p in &all {
         let orphan = p.ppid == me && p.pid != leader && !reaper::is_leader(p.pid);
         let elsewhere = thorough && p.ppid != me && p.pid != me && !p.zombie;
