@@ -453,5 +453,14 @@ mod tests {
             schema.contains("\"command\"") && schema.contains("yield_seconds"),
             "{schema}"
         );
+        for field in ["until", "until_port", "memory", "pids", "cpu"] {
+            assert!(
+                schema.contains(&format!("\"{field}\"")),
+                "{field}: {schema}"
+            );
+        }
+        let wait = tools.iter().find(|t| t.name == "wait").unwrap();
+        let schema = serde_json::to_string(&wait.input_schema).unwrap();
+        assert!(schema.contains("until_port"), "{schema}");
     }
 }
