@@ -814,7 +814,13 @@ impl Waiter {
         let _ = self.exited.send(());
         // No reader means the launch failed after the spawn and the group has been killed.
         let read = self.reader.recv().map(JoinHandle::join);
-        let stopped = self.shared.tracker.stop(self.shared.kill_grace);
+        // A command that exited leaving no process behind has nothing left to stop: only
+        // the processes it left could have started more since.
+        let stopped = if by_itself && at_exit.is_empty() {
+            Vec::new()
+        } else {
+            self.shared.tracker.stop(self.shared.kill_grace)
+        };
         let wait = self.shared.reap();
         self.shared.reap_members();
         let hung_up = if by_itself {
