@@ -64,7 +64,7 @@ enum Command {
     ///
     /// Starts a daemon if none is running. Exits with the command's exit code: 128+N when
     /// signal N ended it, 124 when it timed out, 125 when spillway itself failed.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run the daemon in the foreground (logs on stderr; `SPILLWAY_LOG` sets the level).
     Daemon(DaemonArgs),
     /// List past and running runs, newest first.
@@ -280,6 +280,10 @@ struct RunArgs {
     json: bool,
     #[command(flatten)]
     live: LiveRunArgs,
+    #[command(flatten)]
+    until: UntilArgs,
+    #[command(flatten)]
+    resources: ResourceArgs,
     /// Run this shell command line with `sh -c` instead of CMD.
     #[arg(
         short = 'c',
@@ -307,6 +311,67 @@ pub(crate) struct RedactFlag {
     /// by `[redacted: KIND]` (the spill file always keeps the original).
     #[arg(long)]
     pub(crate) no_redact: bool,
+}
+
+/// When a run that starts a server is ready (`--yield` returns then, with exit code 75).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct UntilArgs {
+    /// Return as soon as a line of output matches this regular expression (exit code 75;
+    /// the command goes on).
+    #[arg(long, value_name = "REGEX", conflicts_with = "follow")]
+    pub(crate) until: Option<String>,
+    /// Return as soon as this TCP port accepts a connection on localhost (exit code 75; the
+    /// command goes on).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..), conflicts_with = "follow")]
+    pub(crate) until_port: Option<u16>,
+}
+
+impl UntilArgs {
+    pub(crate) fn is_set(&self) -> bool {
+        self.until.is_some() || self.until_port.is_some()
+    }
+}
+
+/// Resource limits for the whole run (cgroups; see the README for what holds where).
+#[derive(Debug, Clone, Args)]
+struct ResourceArgs {
+    /// Most memory for the whole run (e.g. 512MiB); past it the kernel's OOM killer ends a
+    /// process of the run [default: the daemon's --memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_limit_size)]
+    memory: Option<u64>,
+    /// Most processes and threads at once in the run; past it fork fails [default: the
+    /// daemon's --pids].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pids: Option<u64>,
+    /// CPU time for the whole run, in cores (e.g. 0.5 or 2) [default: the daemon's --cpu].
+    #[arg(long, value_name = "CORES", value_parser = parse_cores)]
+    cpu: Option<f64>,
+}
+
+impl ResourceArgs {
+    fn resources(&self) -> crate::supervisor::limits::Resources {
+        crate::supervisor::limits::Resources {
+            memory: self.memory,
+            pids: self.pids,
+            cpu: self.cpu,
+        }
+    }
+}
+
+fn parse_limit_size(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        0 => Err("a memory limit must be at least 1 byte".into()),
+        size => Ok(size),
+    }
+}
+
+fn parse_cores(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(cores) if cores.is_finite() && cores > 0.0 => Ok(cores),
+        _ => Err(format!(
+            "expected a positive number of cores such as 0.5 or 2, got {text:?}"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -346,6 +411,19 @@ struct DaemonArgs {
     /// `error: WHY` there once start-up is over (for `crate::client`; not for people).
     #[arg(long, hide = true)]
     report_start: bool,
+    /// Never put runs in cgroups: track their processes through /proc alone (also
+    /// SPILLWAY_NO_CGROUP=1).
+    #[arg(long)]
+    no_cgroup: bool,
+    /// Default memory limit of a run (e.g. 4GiB) [default: none].
+    #[arg(long = "memory", env = "SPILLWAY_MEMORY", value_name = "SIZE", value_parser = parse_limit_size)]
+    memory: Option<u64>,
+    /// Default limit on a run's processes and threads [default: none].
+    #[arg(long = "pids", env = "SPILLWAY_PIDS", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pids: Option<u64>,
+    /// Default CPU limit of a run, in cores [default: none].
+    #[arg(long = "cpu", env = "SPILLWAY_CPU", value_name = "CORES", value_parser = parse_cores)]
+    cpu: Option<f64>,
 }
 
 fn parse_spill_cap(text: &str) -> Result<u64, String> {
@@ -480,7 +558,7 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Truncate(args) => truncate(args),
         Command::Read(args) => read_spill(args),
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Daemon(args) => daemon(args),
         Command::History(args) => history(args),
         Command::Show(args) => show(args),
@@ -649,10 +727,19 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         yield_ms: args.live.yield_ms(),
         kill_on_disconnect: args.live.kill_on_disconnect.then_some(true),
         stream: args.live.stream(args.json),
+        until: args.until.until.clone(),
+        until_port: args.until.until_port,
+        memory: args.resources.memory,
+        pids: args.resources.pids,
+        cpu: args.resources.cpu,
     };
+    args.resources
+        .resources()
+        .check()
+        .map_err(anyhow::Error::msg)?;
     let mut connection = Connection::open(&endpoint)?;
     connection.send(&request_line("run", &request))?;
-    if args.live.is_live() {
+    if args.live.is_live() || args.until.is_set() {
         return live_cli::finish_run(&mut connection, &args.live, args.json);
     }
     loop {
@@ -704,6 +791,19 @@ pub(crate) fn status_line(exit: &ExitEvent) -> Option<String> {
         (_, _, Some(signal)) => format!("was killed by {}", signal_name(signal)),
         (_, Some(code), None) => format!("exited with code {code}"),
         (status, None, None) => format!("ended: {}", status.as_str()),
+    };
+    let memory = exit.limits_hit.iter().find(|h| h.resource == "memory");
+    let how = match memory {
+        Some(hit) => format!(
+            "{how}: it reached its memory limit of {} and the kernel's OOM killer ended {}",
+            crate::supervisor::limits::human_bytes(hit.limit),
+            if hit.events == 1 {
+                "a process".to_string()
+            } else {
+                format!("{} processes", hit.events)
+            }
+        ),
+        None => how,
     };
     Some(format!("[spillway: run {} {how}]", exit.id))
 }
@@ -793,6 +893,14 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
         client_timeout: args.client_timeout,
         redactor: redactor(args.no_redact, &args.redact)?,
         report_start: args.report_start,
+        containment: crate::supervisor::cgroup::Containment {
+            no_cgroup: args.no_cgroup,
+            defaults: crate::supervisor::limits::Resources {
+                memory: args.memory,
+                pids: args.pids,
+                cpu: args.cpu,
+            },
+        },
     })?;
     Ok(ExitCode::SUCCESS)
 }

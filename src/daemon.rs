@@ -68,6 +68,8 @@ pub struct DaemonConfig {
     /// Standard output is a pipe to the client that started this daemon: say there whether
     /// start-up went well ([`report`]).
     pub report_start: bool,
+    /// Cgroups or not for runs, and their default limits.
+    pub containment: crate::supervisor::cgroup::Containment,
 }
 
 /// Most connections served at once...
@@ -119,7 +121,7 @@ fn start(config: &DaemonConfig) -> Result<(Opened, Signals, tokio::runtime::Runt
     let (lock, predecessor) = DataDirLock::acquire(data_dir.root(), &config.socket)?;
     let space = Arc::new(Space::new(data_dir.root()));
     let listener = claim_socket(&config.socket)?;
-    let (index, records) = match open_index(&data_dir, &predecessor, &space) {
+    let (index, records, interrupted) = match open_index(&data_dir, &predecessor, &space) {
         Ok(opened) => opened,
         Err(e) => {
             listener.release(&config.socket);
@@ -143,6 +145,7 @@ fn start(config: &DaemonConfig) -> Result<(Opened, Signals, tokio::runtime::Runt
         records,
         listener,
         max_clients,
+        interrupted,
     };
     Ok((opened, signals, runtime))
 }
@@ -158,6 +161,8 @@ struct Opened {
     records: Index,
     listener: Listener,
     max_clients: usize,
+    /// Runs a dead daemon left, for the sweep of what they left running.
+    interrupted: Vec<crate::protocol::RunId>,
 }
 
 /// Raises the soft limit on open files to the hard limit (every client holds a descriptor, and
@@ -188,12 +193,13 @@ fn raise_file_limit() -> u64 {
 /// a dead daemon left: its runs left `running` are marked `interrupted`, and the spills it
 /// started and never recorded are recorded as `interrupted` runs. On a nearly full disk the
 /// space reserve is given up first; an index that still cannot be written is reported as a
-/// full disk, in one line.
+/// full disk, in one line. The runs marked `interrupted` are returned, so what they left
+/// running can be stopped.
 fn open_index(
     data_dir: &DataDir,
     predecessor: &Predecessor,
     space: &Space,
-) -> Result<(Index, Index)> {
+) -> Result<(Index, Index, Vec<crate::protocol::RunId>)> {
     space.make_room();
     let opened = match open_and_recover(data_dir, predecessor) {
         Err(e) if (e.is_full() || e.is_io_failure()) && space.release() => {
@@ -215,7 +221,7 @@ fn open_index(
 fn open_and_recover(
     data_dir: &DataDir,
     predecessor: &Predecessor,
-) -> Result<(Index, Index), IndexError> {
+) -> Result<(Index, Index, Vec<crate::protocol::RunId>), IndexError> {
     let path = data_dir.root().join(INDEX_FILE);
     let mut index = Index::open(&path)?;
     let now = chrono::Utc::now();
@@ -240,7 +246,7 @@ fn open_and_recover(
             );
         }
     }
-    Ok((index, Index::open(&path)?))
+    Ok((index, Index::open(&path)?, interrupted))
 }
 
 /// Takes the inherited socket, or locks, cleans up and binds our own.
@@ -387,6 +393,7 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         records,
         listener,
         max_clients,
+        interrupted,
     } = opened;
     let (std_listener, owned_socket) = match listener {
         Listener::Bound {
@@ -408,6 +415,8 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         max_clients,
         redactor: config.redactor.clone(),
         space,
+        containment: config.containment.clone(),
+        interrupted,
     };
     let daemon = Arc::new(
         Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,

@@ -18,6 +18,10 @@
 //! the daemon), `snapshot` previews it while it goes on, `follow` tails its spill file, `input`
 //! types into its terminal, and `live_cli` is the command line for all of it.
 //!
+//! Containment: the `supervisor` tracks every process a run starts (a cgroup, else `/proc`),
+//! stops what it leaves running and holds it to resource limits; `leftovers` words what was
+//! stopped for the model; `readiness` returns a yielding run early once its server is ready.
+//!
 //! `mcp` serves the same as tools over the Model Context Protocol, as a client of the daemon.
 //! `init` wires spillway into an agent host (its pre-tool hook and its MCP servers), and `hook`
 //! is the program that hook runs.
@@ -35,6 +39,7 @@ pub mod hook;
 pub mod index;
 pub mod init;
 pub mod input;
+pub mod leftovers;
 pub mod live;
 pub mod live_cli;
 pub mod mcp;
@@ -46,6 +51,7 @@ pub mod protocol;
 pub mod pty;
 pub mod purge;
 pub mod read;
+pub mod readiness;
 pub mod reaper;
 pub mod recover;
 pub mod redact;

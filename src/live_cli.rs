@@ -81,7 +81,21 @@ pub struct WaitArgs {
     #[arg(long, env = "SPILLWAY_CALLER", value_name = "NAME")]
     caller: Option<String>,
     #[command(flatten)]
+    until: WaitUntilArgs,
+    #[command(flatten)]
     output: OutputArgs,
+}
+
+/// `wait`'s readiness flags (as `run`'s, without `--follow` to conflict with).
+#[derive(Debug, Clone, Args)]
+pub struct WaitUntilArgs {
+    /// Return as soon as a line of output matches this regular expression (with --new, a
+    /// line not shown before); exit code 75, the command goes on.
+    #[arg(long, value_name = "REGEX")]
+    until: Option<String>,
+    /// Return as soon as this TCP port accepts a connection on localhost; exit code 75.
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    until_port: Option<u16>,
 }
 
 #[derive(Debug, Args)]
@@ -182,8 +196,32 @@ fn print_running(running: &RunningEvent, json: bool) -> Result<ExitCode> {
 }
 
 /// `[spillway: run ID is still running after 12.3s (no output for 4.0s; 5000 lines so
-/// far); ...]`: the state, and the commands to go on with.
+/// far); ...]`: the state, and the commands to go on with. A run that is ready (`--until`)
+/// or waits for input says so first.
 fn running_line(r: &RunningEvent) -> String {
+    let id = &r.id;
+    let elapsed = format!("{:.1}s", r.elapsed_ms as f64 / 1000.0);
+    if let Some(ready) = &r.ready {
+        return format!(
+            "[spillway: run {id} is ready after {elapsed} ({}) and goes on: it is listed by \
+             spillway ps and runs until stopped. Its output: spillway wait {id} --yield 10s \
+             --new; stop it: spillway kill {id}]",
+            crate::readiness::describe(ready)
+        );
+    }
+    if let Some(waiting) = &r.waiting_for_input {
+        return format!(
+            "[spillway: run {id} is waiting for input on its terminal after {elapsed} ({} is \
+             blocked reading it; {} lines so far). Answer it: spillway send {id} TEXT (Enter \
+             is pressed after TEXT; --eof ends the input), then spillway wait {id} --yield 10s \
+             --new; stop it: spillway kill {id}]",
+            waiting.command, r.preview.total_lines
+        );
+    }
+    still_running_line(r)
+}
+
+fn still_running_line(r: &RunningEvent) -> String {
     let secs = |ms: u64| format!("{:.1}s", ms as f64 / 1000.0);
     let (first, last) = (r.first_line, r.preview.total_lines);
     let news = match (first > 1, last) {
@@ -215,6 +253,8 @@ pub fn wait(args: WaitArgs) -> Result<ExitCode> {
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)),
         new: args.new,
         caller: args.caller,
+        until: args.until.until,
+        until_port: args.until.until_port,
     };
     let endpoint = args.output.endpoint.resolve()?;
     match ask(&endpoint, "wait", &request)? {
@@ -540,6 +580,8 @@ mod tests {
             elapsed_ms: 12_345,
             idle_ms,
             first_line,
+            ready: None,
+            waiting_for_input: None,
             preview: Preview {
                 total_lines,
                 ..empty_preview()
@@ -577,6 +619,8 @@ mod tests {
             started_at: String::new(),
             ended_at: String::new(),
             first_line: None,
+            stopped: Vec::new(),
+            limits_hit: Vec::new(),
             preview: Preview {
                 spill_path: Some("/s.log".into()),
                 total_lines: 3,

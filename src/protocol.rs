@@ -169,6 +169,13 @@ pub struct WaitRequest {
     /// the spill always keeps them. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_redact: bool,
+    /// Answer as soon as a line of output matches this regular expression (with `new`, a
+    /// line this caller has not been shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Answer as soon as this TCP port accepts a connection on localhost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_port: Option<u16>,
 }
 
 /// `{"op": "send"}`: what to type.
@@ -398,6 +405,23 @@ pub struct RunRequest {
     /// the spill always keeps them. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_redact: bool,
+    /// Answer with a `running` preview (and `ready`) as soon as a line of output matches this
+    /// regular expression, instead of waiting for `yield_ms` or the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Answer with a `running` preview (and `ready`) as soon as this TCP port accepts a
+    /// connection on localhost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_port: Option<u16>,
+    /// Most bytes of memory for the whole run (default: the daemon's `--memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// Most processes and threads at once in the run (default: the daemon's `--pids`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    /// CPU time for the whole run, as a number of cores (default: the daemon's `--cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<f64>,
 }
 
 /// How a run ended.
@@ -480,10 +504,60 @@ pub struct RunningEvent {
     pub idle_ms: u64,
     /// The first spill line the preview covers (1 unless asked for new output only).
     pub first_line: u64,
+    /// Why the answer came before the yield: the `until` line or `until_port` was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<Ready>,
+    /// The command is blocked reading its terminal: it waits for input (`send`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for_input: Option<InputWait>,
     /// The preview, numbered as the spill is; `total_lines` and `total_bytes` count everything
     /// so far, the line still being written included.
     #[serde(flatten)]
     pub preview: Preview,
+}
+
+/// What made a run ready (`until` or `until_port`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Ready {
+    /// A line of output matched `until`.
+    Line {
+        /// Its spill line number.
+        line: u64,
+        /// The line (cut at 500 characters).
+        text: String,
+    },
+    /// `until_port` accepted a connection on localhost.
+    Port { port: u16 },
+}
+
+/// A process of the run's terminal's foreground group, blocked reading the terminal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputWait {
+    pub pid: u32,
+    pub command: String,
+}
+
+/// A process the command left running, which spillway stopped when the run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoppedProcess {
+    pub pid: u32,
+    /// Its command line (cut at 200 characters), or its name in brackets when that was gone.
+    pub command: String,
+    /// TCP ports it was listening on when it was stopped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
+}
+
+/// A resource limit the run reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitHit {
+    /// `memory` or `pids`.
+    pub resource: String,
+    /// The limit: bytes, or processes.
+    pub limit: u64,
+    /// Processes the OOM killer ended (`memory`), or forks refused (`pids`).
+    pub events: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -611,6 +685,12 @@ pub struct ExitEvent {
     /// `new`); absent otherwise, when it covers the whole output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_line: Option<u64>,
+    /// What the command left running when it ended, which spillway then stopped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped: Vec<StoppedProcess>,
+    /// The resource limits the run reached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits_hit: Vec<LimitHit>,
     /// The engine's result object (the same fields as `truncate --json`).
     #[serde(flatten)]
     pub preview: Preview,
@@ -806,6 +886,12 @@ impl RunRequest {
         }
         if self.yield_ms.is_some() && self.stream.is_some() {
             return Err("give either yield_ms or stream, not both".into());
+        }
+        if (self.until.is_some() || self.until_port.is_some()) && self.stream.is_some() {
+            return Err("give either until/until_port or stream, not both".into());
+        }
+        if self.until_port == Some(0) {
+            return Err("until_port must be a port number from 1 to 65535".into());
         }
         if self.cols == Some(0) || self.rows == Some(0) {
             return Err("cols and rows must be at least 1".into());

@@ -104,7 +104,7 @@ pub fn open_pty(cols: u16, rows: u16) -> io::Result<Channel> {
     Ok(Channel {
         output,
         child: ChildSide {
-            stdin: Stdio::from(slave.try_clone()?),
+            stdin: Some(slave.try_clone()?),
             stdout: slave.try_clone()?,
             stderr: slave,
             terminal: true,
@@ -119,7 +119,7 @@ pub fn open_pipe() -> io::Result<Channel> {
     Ok(Channel {
         output: Output::new(read)?,
         child: ChildSide {
-            stdin: Stdio::null(),
+            stdin: None,
             stdout: write.try_clone()?,
             stderr: write,
             terminal: false,
@@ -131,11 +131,24 @@ pub fn open_pipe() -> io::Result<Channel> {
 /// The command's end of a [`Channel`].
 #[derive(Debug)]
 pub struct ChildSide {
-    stdin: Stdio,
+    /// `None`: `/dev/null`.
+    stdin: Option<OwnedFd>,
     stdout: OwnedFd,
     stderr: OwnedFd,
     /// Whether the side is a terminal that must become the child's controlling terminal.
     terminal: bool,
+}
+
+impl ChildSide {
+    /// Another copy of the same side, for a second spawn if the first fails.
+    pub fn try_clone(&self) -> io::Result<ChildSide> {
+        Ok(ChildSide {
+            stdin: self.stdin.as_ref().map(OwnedFd::try_clone).transpose()?,
+            stdout: self.stdout.try_clone()?,
+            stderr: self.stderr.try_clone()?,
+            terminal: self.terminal,
+        })
+    }
 }
 
 /// Spawns `cmd` as the leader of a new session, so that its pid is also its process group's
@@ -153,7 +166,7 @@ pub fn spawn(mut cmd: Command, side: ChildSide) -> io::Result<Child> {
         stderr,
         terminal,
     } = side;
-    cmd.stdin(stdin)
+    cmd.stdin(stdin.map_or_else(Stdio::null, Stdio::from))
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr));
     // SAFETY: the hook runs in the child between fork and exec, where only async-signal-safe

@@ -10,13 +10,41 @@
 //! spawned through [`spawn_leader`], which registers the pid under the lock that
 //! [`reap_strays`] holds while it looks: a leader is never seen unregistered, however early
 //! it dies; [`forget_leader`] removes it once its waiter has reaped it.
+//!
+//! Every process reaped here ([`reap_zombie`]) is remembered for a while with how it died
+//! ([`Reaped`]): the processes a terminal's hangup ends as a run's command exits die before
+//! anyone can look at them alive, and their exit status is how the run learns of them
+//! ([`hung_up_since`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, PoisonError};
+use std::time::Instant;
 
-use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+
+/// Processes reaped lately, newest last (bounded).
+static REAPED: Mutex<VecDeque<Reaped>> = Mutex::new(VecDeque::new());
+
+/// How many reaped processes are remembered.
+const REMEMBERED: usize = 4096;
+
+/// A process this one reaped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reaped {
+    pub pid: u32,
+    /// Its start time (clock ticks after boot), which with the pid names it.
+    pub start: u64,
+    pub pgrp: u32,
+    /// Its name (`comm`): a zombie has no command line left.
+    pub comm: String,
+    /// The signal that killed it, if one did.
+    pub signal: Option<i32>,
+    pub at: Instant,
+}
 
 /// Run leaders spawned and not yet reaped by their waiters.
 static LEADERS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
@@ -25,15 +53,25 @@ fn leaders() -> MutexGuard<'static, BTreeSet<i32>> {
     LEADERS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Whether [`become_subreaper`] succeeded.
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+
 /// Makes this process a child subreaper (once). Failure is logged; runs still work, but the
-/// orphans of their commands go to init, out of our sight.
+/// orphans of their commands go to init, out of our sight (but for their marker, see
+/// [`crate::supervisor::descendants`]).
 pub fn become_subreaper() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+    ONCE.call_once(|| match nix::sys::prctl::set_child_subreaper(true) {
+        Ok(()) => SUBREAPER.store(true, Ordering::Relaxed),
+        Err(e) => {
             tracing::warn!("cannot become a child subreaper ({e}); orphans of runs may linger");
         }
     });
+}
+
+/// Whether this process is a child subreaper, so that the orphans of runs come to it.
+pub fn is_subreaper() -> bool {
+    SUBREAPER.load(Ordering::Relaxed)
 }
 
 /// Spawns a run's leader with `spawn` (which returns its pid) and registers it, so that
@@ -50,6 +88,56 @@ pub fn forget_leader(pid: u32) {
     leaders().remove(&(pid as i32));
 }
 
+/// Whether `pid` is a run's leader not yet reaped by its waiter.
+pub fn is_leader(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|pid| leaders().contains(&pid))
+}
+
+/// Reaps the zombie child `pid`, remembering what it was and how it died; `None` if it was
+/// not a zombie child of ours (anymore).
+pub fn reap_zombie(pid: i32) -> Option<WaitStatus> {
+    let stat = u32::try_from(pid)
+        .ok()
+        .and_then(|p| Some((p, std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?)));
+    let status = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)).ok()?;
+    let signal = match status {
+        WaitStatus::Signaled(_, signal, _) => Some(signal as i32),
+        WaitStatus::Exited(..) => None,
+        _ => return Some(status),
+    };
+    if let Some((pid, text)) = stat
+        && let Some(info) = crate::supervisor::descendants::parse_stat(pid, &text)
+    {
+        let comm = crate::supervisor::descendants::comm_of(&text)
+            .unwrap_or("?")
+            .to_string();
+        let mut reaped = REAPED.lock().unwrap_or_else(PoisonError::into_inner);
+        if reaped.len() >= REMEMBERED {
+            reaped.pop_front();
+        }
+        reaped.push_back(Reaped {
+            pid,
+            start: info.start,
+            pgrp: info.pgrp,
+            comm,
+            signal,
+            at: Instant::now(),
+        });
+    }
+    Some(status)
+}
+
+/// The processes of group `pgrp` reaped since `since` that SIGHUP killed: what a terminal's
+/// hangup ended when a run's command exited.
+pub fn hung_up_since(pgrp: u32, since: Instant) -> Vec<Reaped> {
+    let reaped = REAPED.lock().unwrap_or_else(PoisonError::into_inner);
+    reaped
+        .iter()
+        .filter(|r| r.pgrp == pgrp && r.at >= since && r.signal == Some(Signal::SIGHUP as i32))
+        .cloned()
+        .collect()
+}
+
 /// Reaps the zombies among this process's children that no waiter is responsible for;
 /// returns how many. Reads `/proc` (a few milliseconds); call it every few seconds.
 pub fn reap_strays() -> usize {
@@ -60,7 +148,7 @@ pub fn reap_strays() -> usize {
         if leaders.contains(&pid) {
             continue;
         }
-        if let Ok(status) = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+        if let Some(status) = reap_zombie(pid) {
             tracing::debug!(pid, ?status, "reaped a stray process");
             reaped += 1;
         }

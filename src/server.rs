@@ -48,6 +48,8 @@ use crate::read::{self, ReadError, ReadRequest};
 use crate::redact::Redactor;
 use crate::space::Space;
 use crate::spill::DataDir;
+use crate::supervisor::cgroup::{CgroupTree, Containment};
+use crate::supervisor::limits::Resources;
 use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
 
 use self::grep::{grep, grep_permits};
@@ -90,6 +92,10 @@ pub struct Daemon {
     client_timeout: Duration,
     max_clients: usize,
     redactor: Option<Arc<Redactor>>,
+    /// Where runs' cgroups go (`None`: runs are tracked through `/proc`).
+    cgroups: Option<Arc<CgroupTree>>,
+    /// Limits for runs that ask for none.
+    default_resources: Resources,
     /// The runs in flight, until they have ended and been recorded.
     runs: Mutex<HashMap<RunId, Arc<RunEntry>>>,
     /// Runs that ended lately, oldest first, for late `wait`s (bounded).
@@ -119,6 +125,11 @@ pub struct Settings {
     pub redactor: Option<Arc<Redactor>>,
     /// The data directory's disk space and its reserve.
     pub space: Arc<Space>,
+    /// Cgroups or not, and default limits.
+    pub containment: Containment,
+    /// Runs a dead daemon left `running` (now recorded as interrupted): whatever they left is
+    /// found and stopped at start-up.
+    pub interrupted: Vec<RunId>,
 }
 
 impl Daemon {
@@ -129,7 +140,11 @@ impl Daemon {
         records: Index,
         settings: Settings,
     ) -> std::io::Result<Self> {
+        let cgroups = settings.containment.tree(data_dir.root()).map(Arc::new);
+        sweep_interrupted(settings.interrupted, cgroups.clone(), settings.kill_grace);
         Ok(Daemon {
+            cgroups,
+            default_resources: settings.containment.defaults,
             data_dir,
             index: Arc::new(Mutex::new(index)),
             recorder: Recorder::start(records, Arc::clone(&settings.space))?,
@@ -222,22 +237,37 @@ impl Daemon {
     }
 
     /// Stops every run's process group and waits (bounded) for the runs to finish and their
-    /// clients to be sent their `exit` events.
+    /// clients to be sent their `exit` events; then stops whatever is left of them.
     pub async fn stop_all_runs(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         for entry in lock(&self.runs).values() {
             entry.stop(StopReason::Shutdown);
         }
-        let deadline = tokio::time::Instant::now() + self.kill_grace + SHUTDOWN_SLACK;
+        // A run's end takes the group's grace, and then its leftovers' grace.
+        let deadline = tokio::time::Instant::now() + 2 * self.kill_grace + SHUTDOWN_SLACK;
         loop {
             let changed = self.changed.notified();
             if lock(&self.runs).is_empty() && self.deliveries.load(Ordering::SeqCst) == 0 {
-                return;
+                break;
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
                 tracing::warn!("shutdown: gave up waiting for runs to end");
-                return;
+                break;
             }
+        }
+        let (cgroups, grace) = (self.cgroups.clone(), self.kill_grace);
+        let swept = tokio::task::spawn_blocking(move || {
+            let mut left = 0;
+            if let Some(tree) = &cgroups {
+                left += tree.sweep(None);
+                tree.remove_if_empty();
+            }
+            left + crate::supervisor::descendants::sweep_descendants(grace)
+        })
+        .await
+        .unwrap_or(0);
+        if swept > 0 {
+            tracing::warn!(processes = swept, "shutdown: stopped what runs left behind");
         }
     }
 
@@ -284,6 +314,31 @@ impl Daemon {
             (false, None) => *idle_since = Some(Instant::now()),
             (false, Some(_)) => {}
         }
+    }
+}
+
+/// Stops, on a thread of its own, what the runs of a dead daemon left running: their
+/// leftover cgroups, and every process with their marker.
+fn sweep_interrupted(ids: Vec<RunId>, cgroups: Option<Arc<CgroupTree>>, grace: Duration) {
+    if ids.is_empty() {
+        return;
+    }
+    let sweep = move || {
+        let in_cgroups = cgroups.as_ref().map_or(0, |tree| tree.sweep(Some(&ids)));
+        let by_marker = crate::supervisor::descendants::sweep_markers(&ids, grace);
+        if in_cgroups + by_marker > 0 {
+            tracing::warn!(
+                runs = ids.len(),
+                processes = in_cgroups + by_marker,
+                "stopped what the runs of a daemon that died left running"
+            );
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("spillway-sweep".into())
+        .spawn(sweep)
+    {
+        tracing::warn!("cannot look for what a dead daemon's runs left: {e}");
     }
 }
 
@@ -734,8 +789,14 @@ fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-fn exit_event(id: RunId, f: Finished) -> Event {
+fn exit_event(id: RunId, mut f: Finished) -> Event {
     let duration_ms = (f.ended_at - f.started_at).num_milliseconds().max(0) as u64;
+    crate::leftovers::annotate(
+        &mut f.preview,
+        &f.stopped,
+        &f.limits_hit,
+        f.limits_note.as_deref(),
+    );
     Event::Exit(Box::new(ExitEvent {
         id,
         status: f.status,
@@ -745,6 +806,8 @@ fn exit_event(id: RunId, f: Finished) -> Event {
         started_at: rfc3339(f.started_at),
         ended_at: rfc3339(f.ended_at),
         first_line: None,
+        stopped: f.stopped,
+        limits_hit: f.limits_hit,
         preview: f.preview,
     }))
 }
@@ -798,6 +861,12 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
         None => None,
     };
+    let resources = Resources {
+        memory: r.memory,
+        pids: r.pids,
+        cpu: r.cpu,
+    };
+    resources.check().map_err(bad)?;
     let highlights = if r.no_highlights.unwrap_or(false) {
         if !r.highlight.is_empty() {
             return Err(bad(
@@ -826,6 +895,8 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         highlights,
         max_tokens,
         max_spill,
+        cgroups: daemon.cgroups.clone(),
+        resources: resources.or(daemon.default_resources),
     })
 }
 

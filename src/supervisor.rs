@@ -27,6 +27,15 @@
 //! that processes orphaned inside a run are handed to it rather than to an init that may never
 //! reap them (see [`crate::reaper`], which also reaps those that left the group and died
 //! later). A run is finished when its leader has been reaped and its reader has stopped.
+//!
+//! # Nothing a run started outlives it
+//!
+//! A process can leave the group (`setsid`, a daemonising tool), so the group is not the
+//! whole of a run: every process it starts is also tracked, by a cgroup of its own where the
+//! daemon can make one, else through `/proc` ([`descendants`], [`cgroup`]). When the run ends,
+//! whatever its command left running is stopped (SIGTERM, the kill grace, then a kill that
+//! nothing can fork its way out of) and named in the result ([`Finished::stopped`]). The same
+//! cgroups hold the run to its resource limits ([`limits`]).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -57,6 +66,21 @@ use crate::protocol::{RunId, RunStatus};
 use crate::pty::{self, Channel, Chunk, Output};
 use crate::reaper;
 use crate::spill::DataDir;
+
+pub mod cgroup;
+mod contain;
+pub mod descendants;
+pub mod input_wait;
+pub mod limits;
+
+use self::cgroup::{CgroupTree, RunCgroup};
+use self::descendants::{EndReport, Member, Tracker};
+use self::limits::{Enforcement, Resources};
+use crate::protocol::{LimitHit, StoppedProcess};
+
+/// How often a running command's processes are looked at, so that one killed by its
+/// terminal's hangup at the command's exit still has a name in the report.
+const TRACK_TICK: Duration = Duration::from_millis(500);
 
 /// How long output may go on after the command has exited before its process group is killed.
 pub const EXIT_DRAIN: Duration = Duration::from_millis(300);
@@ -146,6 +170,10 @@ pub struct RunSpec {
     pub max_tokens: Option<usize>,
     /// Most bytes the spill file takes (see [`Capture::with_spill_cap`]).
     pub max_spill: u64,
+    /// Where the run's cgroup goes; `None`: the run is tracked through `/proc` alone.
+    pub cgroups: Option<Arc<CgroupTree>>,
+    /// The run's resource limits.
+    pub resources: Resources,
 }
 
 /// Builds a child's environment: `base` without the variables of the daemon's service manager
@@ -227,6 +255,12 @@ impl RunControl {
     pub fn is_stopping(&self) -> bool {
         self.shared.state().cause.is_some()
     }
+
+    /// The run's processes now, other than its command (blocking: reads `/proc` or the
+    /// run's cgroup).
+    pub fn members(&self) -> Vec<Member> {
+        self.shared.tracker.members(false)
+    }
 }
 
 /// How a run ended.
@@ -243,6 +277,12 @@ pub struct Finished {
     pub ended_at: chrono::DateTime<Utc>,
     /// The preview, worded with [`CliSteps`].
     pub preview: Preview,
+    /// What the command left running when it ended, which was then stopped.
+    pub stopped: Vec<StoppedProcess>,
+    /// The resource limits the run reached.
+    pub limits_hit: Vec<LimitHit>,
+    /// Says which asked-for limits did not hold for the whole run, if any.
+    pub limits_note: Option<String>,
 }
 
 /// A run that has started.
@@ -299,12 +339,26 @@ fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
     .map_err(terminal)?;
     let (wake_rx, wake_tx) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| terminal(e.into()))?;
-    let cmd = command(&spec.argv, &spec.env, &cwd, &program);
-    // The leader is reaped by pid: `std`'s handle has nothing more to do once we have it.
-    let pid = reaper::spawn_leader(|| pty::spawn(cmd, child).map(|c| c.id()))
-        .map_err(|e| spawn_error(&spec.argv[0], e))?;
+    let cgroup = spec.cgroups.as_ref().and_then(|tree| {
+        tree.create(&spec.id, &spec.resources)
+            .map_err(|e| tracing::warn!(run = %spec.id, "no cgroup for the run: {e}"))
+            .ok()
+    });
+    let (pid, cgroup) = contain::spawn_contained(&spec, &cwd, &program, child, cgroup)?;
+    let none = Resources::default();
+    let enforcement = Enforcement::plan(
+        &spec.resources,
+        cgroup.as_ref().map_or(&none, RunCgroup::enforced),
+    );
     let started_at = Utc::now();
-    let shared = Arc::new(Shared::new(spec.id.clone(), pid, spec.kill_grace));
+    let tracker = Tracker::new(spec.id.clone(), pid, cgroup);
+    let shared = Arc::new(Shared::new(
+        spec.id.clone(),
+        pid,
+        spec.kill_grace,
+        tracker,
+        enforcement.notice(),
+    ));
     let reader = Reader::new(
         &spec,
         output,
@@ -317,6 +371,7 @@ fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
     let (exited, finished) = start_threads(&shared, reader, wake_tx, started_at)?;
     // Blocking-pool threads run inside the runtime's context.
     tokio::spawn(enforce_deadlines(Arc::clone(&shared), spec.timeout, exited));
+    tokio::spawn(track_while_running(Arc::clone(&shared)));
     Ok(Launched {
         pid,
         started_at,
@@ -504,11 +559,23 @@ struct Shared {
     leader_exited: AtomicBool,
     /// Wakes the deadline task when a stop begins.
     stopping: Notify,
+    /// Every process of the run.
+    tracker: Tracker,
+    /// See [`Finished::limits_note`].
+    limits_note: Option<String>,
 }
 
 impl Shared {
-    fn new(id: RunId, pid: u32, kill_grace: Duration) -> Shared {
+    fn new(
+        id: RunId,
+        pid: u32,
+        kill_grace: Duration,
+        tracker: Tracker,
+        limits_note: Option<String>,
+    ) -> Shared {
         Shared {
+            tracker,
+            limits_note,
             id,
             // `std` made the u32 from a pid_t, so this gives back the kernel's value.
             pgid: Pid::from_raw(pid as i32),
@@ -598,8 +665,10 @@ impl Shared {
 
     /// Gives up on a run whose waiter could not start: kills the group and reaps the leader.
     fn abandon(&self) {
+        self.tracker.stop(Duration::ZERO);
         self.reap();
         self.reap_members();
+        self.tracker.finish(Vec::new(), Vec::new(), &[]);
     }
 
     /// Waits for the leader to exit, leaving it unreaped.
@@ -624,7 +693,9 @@ impl Shared {
     /// process's child yet becomes one when its dying parent exits, and is reaped in turn.
     fn reap_members(&self) {
         let give_up = Instant::now() + REAP_PATIENCE;
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG;
+        // Looked at before they are reaped, so that how each died is remembered (see
+        // `reaper::hung_up_since`).
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
         loop {
             match waitid(Id::PGid(self.pgid), flags) {
                 Ok(WaitStatus::StillAlive) if Instant::now() >= give_up => {
@@ -632,7 +703,13 @@ impl Shared {
                     return;
                 }
                 Ok(WaitStatus::StillAlive) => thread::sleep(Duration::from_millis(1)),
-                Ok(_) | Err(Errno::EINTR) => {}
+                Ok(status) => match status.pid() {
+                    Some(pid) => {
+                        reaper::reap_zombie(pid.as_raw());
+                    }
+                    None => return,
+                },
+                Err(Errno::EINTR) => {}
                 // ECHILD: no child of ours is left in the group.
                 Err(_) => return,
             }
@@ -679,6 +756,26 @@ async fn enforce_deadlines(
     }
 }
 
+/// Looks at the run's processes now and then while its command runs (see [`TRACK_TICK`]).
+async fn track_while_running(shared: Arc<Shared>) {
+    // Not at once: a short command is done before the first look.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + TRACK_TICK, TRACK_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if shared.leader_exited.load(Ordering::Acquire) {
+            return;
+        }
+        let looker = Arc::clone(&shared);
+        if tokio::task::spawn_blocking(move || looker.tracker.refresh())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
 /// Sleeps until `at`, or for ever.
 async fn sleep_until(at: Option<Instant>) {
     match at {
@@ -702,13 +799,39 @@ struct Waiter {
 impl Waiter {
     fn run(self) {
         self.shared.wait_for_exit();
+        let exited_at = Instant::now();
+        // What the command left running, looked at as soon as it has exited (a stop's
+        // signals are still at work on the group then: only what outlives them counts).
+        let by_itself = self.shared.state().cause.is_none();
+        let mut at_exit = if by_itself {
+            self.shared.tracker.members(false)
+        } else {
+            Vec::new()
+        };
+        descendants::describe(&mut at_exit);
         self.shared.mark_exited();
         drop(self.wake);
         let _ = self.exited.send(());
         // No reader means the launch failed after the spawn and the group has been killed.
         let read = self.reader.recv().map(JoinHandle::join);
+        // A command that exited leaving no process behind has nothing left to stop: only
+        // the processes it left could have started more since.
+        let stopped = if by_itself && at_exit.is_empty() {
+            Vec::new()
+        } else {
+            self.shared.tracker.stop(self.shared.kill_grace)
+        };
         let wait = self.shared.reap();
         self.shared.reap_members();
+        let hung_up = if by_itself {
+            reaper::hung_up_since(self.shared.pgid.as_raw() as u32, exited_at)
+        } else {
+            Vec::new()
+        };
+        let EndReport {
+            stopped,
+            limits_hit,
+        } = self.shared.tracker.finish(at_exit, stopped, &hung_up);
         let ended_at = Utc::now();
         let preview = match read {
             // The output is closed only now, after the command's exit: closing a PTY's master
@@ -729,6 +852,9 @@ impl Waiter {
             started_at: self.started_at,
             ended_at,
             preview,
+            stopped,
+            limits_hit,
+            limits_note: self.shared.limits_note.clone(),
         });
     }
 }

@@ -517,22 +517,27 @@ fn run_previews_carry_highlights_and_keep_a_token_budget() {
 }
 
 #[test]
-fn a_process_that_escaped_its_run_and_died_later_is_reaped() {
+fn a_process_that_escaped_its_run_is_stopped_and_reaped() {
     let daemon = TestDaemon::start();
-    // The escapee leaves the run's group (setsid; not forked, so $! is the escapee), lets go
-    // of the output, outlives its shell and dies later: a zombie of the daemon, a subreaper,
-    // that no run's waiter will reap.
-    let script = "setsid sh -c 'exec >/dev/null 2>&1; sleep 2' & echo $!";
-    let out = daemon.run(&["--no-tty", "--", "sh", "-c", script]);
+    // The escapee leaves the run's group (setsid; not forked, so $! is the escapee) and lets
+    // go of the output: it would outlive its shell, a zombie of the daemon (a subreaper) when
+    // it died. The run's end stops it, names it, and the daemon reaps it.
+    let script = "setsid sh -c 'exec >/dev/null 2>&1; sleep 2' & echo $!; sleep 0.3";
+    let out = daemon.run(&["--json", "--no-tty", "--", "sh", "-c", script]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let escapee: u32 = stdout(&out).trim().parse().unwrap();
-    assert_eq!(
-        ProcStat::of(escapee).map(|stat| stat.parent),
-        Some(daemon.pid()),
-        "the escapee was handed to the daemon"
-    );
+    let exit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let escapee: u64 = exit["content"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(exit["stopped"][0]["pid"], escapee, "{exit}");
     wait_for(
-        || ProcStat::of(escapee).is_none(),
-        "the escapee to be reaped",
+        || ProcStat::of(escapee as u32).is_none(),
+        "the escapee to be stopped and reaped",
     );
 }

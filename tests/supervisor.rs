@@ -61,6 +61,8 @@ impl Rig {
             highlights: Some(spillway::highlight::Patterns::new(&[]).unwrap()),
             max_tokens: None,
             max_spill: spillway::capture::DEFAULT_MAX_SPILL,
+            cgroups: None,
+            resources: Default::default(),
         }
     }
 
@@ -364,6 +366,7 @@ async fn the_environment_is_exactly_the_one_given() {
     let overrides = BTreeMap::from([("MY_VAR".to_string(), "x y".to_string())]);
     let mut spec = rig.spec(&["env"]);
     spec.env = child_env(base, true, Some("xterm-256color"), &overrides);
+    let id = spec.id.to_string();
     let f = rig.run(spec).await;
     let mut lines: Vec<String> = spill_text(&f).lines().map(String::from).collect();
     lines.sort();
@@ -385,6 +388,8 @@ async fn the_environment_is_exactly_the_one_given() {
     ]
     .map(String::from)
     .to_vec();
+    // The run's marker, which every process it starts inherits.
+    expected.push(format!("SPILLWAY_RUN_ID={id}"));
     expected.sort();
     assert_eq!(lines, expected);
 }

@@ -2,6 +2,7 @@
 
 mod daemon;
 mod engine;
+mod escapes;
 mod examples;
 mod faults;
 mod full_disk;
@@ -18,5 +19,6 @@ mod read_cli;
 mod redaction;
 mod runaway;
 mod screen;
+mod servers;
 mod supervisor;
 mod truncate_cli;

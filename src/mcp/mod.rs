@@ -42,8 +42,10 @@ const INSTRUCTIONS: &str = "Runs shell commands through spillway: `bash` returns
 preview of the output (its first and last lines, and lines that look like errors) and keeps \
 all of it; when the preview is cut, its notice says which tool call reads on (`read_output`) \
 or searches the rest (`grep_output`). Long commands can return early with `yield_seconds` and \
-be continued with `wait`, typed into with `send_input` and stopped with `kill`. `history` \
-lists past runs.";
+be continued with `wait`, typed into with `send_input` and stopped with `kill`. Whatever a \
+command leaves running in the background (`cmd &`) is stopped when it ends, and the result \
+says so: start a server as the command itself with `yield_seconds` and `until_port` (or \
+`until`), and it runs until `kill`. `history` lists past runs.";
 
 /// The MCP server: where the daemon is, and the tools.
 #[derive(Clone)]
@@ -129,6 +131,7 @@ fn run_result(event: Event) -> CallToolResult {
     match event {
         Event::Exit(mut exit) => {
             steps::reword(&mut exit.preview, &exit.id);
+            crate::leftovers::reword_for_mcp(&mut exit.preview.content, &exit.stopped);
             success(text::exit_text(&exit))
         }
         Event::Running(mut running) => {
@@ -217,6 +220,19 @@ fn run_request(p: BashParams) -> Result<RunRequest, String> {
         kill_on_disconnect: None,
         stream: None,
         max_spill: None,
+        until: p.until,
+        until_port: p.until_port,
+        memory: p
+            .memory
+            .as_deref()
+            .map(|m| {
+                m.parse::<bytesize::ByteSize>()
+                    .map(|b| b.as_u64())
+                    .map_err(|e| format!("memory must be a size such as 512MiB: {e}"))
+            })
+            .transpose()?,
+        pids: p.pids,
+        cpu: p.cpu,
     })
 }
 
@@ -242,7 +258,7 @@ fn history_request(p: HistoryParams) -> Result<HistoryRequest, String> {
 #[tool_router]
 impl SpillwayMcp {
     #[tool(
-        description = "Run a shell command (bash -c) and return a bounded preview of its output: the first and last lines, and lines from the middle that look like errors, within max_lines/max_bytes. Every byte is kept: when the preview is cut, its notice says how to read on (read_output with the run's id and an offset) or search (grep_output). A non-zero exit is a normal result whose last line says the exit code. Runs under a pseudo-terminal with pagers disabled; a command that waits for input can be answered with send_input after yield_seconds. Use yield_seconds for commands that may take long: you get a preview of the output so far and the run goes on (continue with wait, stop with kill)."
+        description = "Run a shell command (bash -c) and return a bounded preview of its output: the first and last lines, and lines from the middle that look like errors, within max_lines/max_bytes. Every byte is kept: when the preview is cut, its notice says how to read on (read_output with the run's id and an offset) or search (grep_output). A non-zero exit is a normal result whose last line says the exit code. Runs under a pseudo-terminal with pagers disabled; a command that waits for input can be answered with send_input after yield_seconds. Use yield_seconds for commands that may take long: you get a preview of the output so far and the run goes on (continue with wait, stop with kill). Anything the command leaves running in the background (cmd &) is stopped when it ends; to start a server that stays up, make it the command itself and give yield_seconds with until_port (or until, a regex of its ready line): bash returns once it is ready and it runs until kill. memory, pids and cpu limit the whole run."
     )]
     async fn bash(&self, Parameters(p): Parameters<BashParams>) -> CallToolResult {
         match run_request(p) {
@@ -311,6 +327,8 @@ impl SpillwayMcp {
                 yield_ms,
                 new: p.new_only.unwrap_or(true),
                 caller: None,
+                until: p.until,
+                until_port: p.until_port,
             },
             (Err(message), _) | (_, Err(message)) => return failure(message),
         };
@@ -441,5 +459,14 @@ mod tests {
             schema.contains("\"command\"") && schema.contains("yield_seconds"),
             "{schema}"
         );
+        for field in ["until", "until_port", "memory", "pids", "cpu"] {
+            assert!(
+                schema.contains(&format!("\"{field}\"")),
+                "{field}: {schema}"
+            );
+        }
+        let wait = tools.iter().find(|t| t.name == "wait").unwrap();
+        let schema = serde_json::to_string(&wait.input_schema).unwrap();
+        assert!(schema.contains("until_port"), "{schema}");
     }
 }

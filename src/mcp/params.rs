@@ -22,6 +22,20 @@ pub struct BashParams {
     /// Return after this many seconds if the command is still running, with a preview of its
     /// output so far; it goes on, and `wait`, `send_input` and `kill` take its id.
     pub yield_seconds: Option<f64>,
+    /// For a server started on purpose (as the command itself, not with `&`): return as soon
+    /// as a line of output matches this regular expression, e.g. "Listening on"; the server
+    /// goes on until `kill`.
+    pub until: Option<String>,
+    /// For a server started on purpose: return as soon as this TCP port accepts connections
+    /// on localhost; the server goes on until `kill`.
+    pub until_port: Option<u16>,
+    /// Most memory for the whole run, e.g. "512MiB" or "2GB"; past it the kernel kills a
+    /// process of the run (out of memory).
+    pub memory: Option<String>,
+    /// Most processes at once in the run; past it fork fails.
+    pub pids: Option<u64>,
+    /// CPU time for the whole run, in cores (e.g. 0.5 or 2).
+    pub cpu: Option<f64>,
     /// Most lines of output in the preview [default: 2000].
     pub max_lines: Option<u64>,
     /// Most bytes of output in the preview [default: 51200].
@@ -77,6 +91,11 @@ pub struct WaitParams {
     pub yield_seconds: Option<f64>,
     /// Show only output you have not been shown yet [default: true]; false shows it all.
     pub new_only: Option<bool>,
+    /// Return as soon as a line of output (one you have not been shown, with new_only)
+    /// matches this regular expression.
+    pub until: Option<String>,
+    /// Return as soon as this TCP port accepts connections on localhost.
+    pub until_port: Option<u16>,
 }
 
 /// Arguments of `send_input`.

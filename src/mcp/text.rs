@@ -25,6 +25,14 @@ pub fn ending(exit: &ExitEvent) -> String {
         (_, Some(code), None) => format!("exited with code {code}"),
         (status, None, None) => format!("ended: {}", status.as_str()),
     };
+    let how = match exit.limits_hit.iter().find(|h| h.resource == "memory") {
+        Some(hit) => format!(
+            "{how}: it reached its memory limit of {} and the kernel's OOM killer ended a \
+             process (raise it with memory=...)",
+            crate::supervisor::limits::human_bytes(hit.limit)
+        ),
+        None => how,
+    };
     format!(
         "[spillway: run {} {how} after {}; {} lines of output]",
         exit.id,
@@ -50,6 +58,27 @@ pub fn running_text(running: &RunningEvent) -> String {
         text.push('\n');
     }
     let id = &running.id;
+    let elapsed = seconds(running.elapsed_ms);
+    if let Some(ready) = &running.ready {
+        let _ = write!(
+            text,
+            "[spillway: run {id} is ready after {elapsed} ({}) and goes on until you call kill \
+             with id=\"{id}\". Its new output: call wait with id=\"{id}\" yield_seconds=5]",
+            crate::readiness::describe(ready)
+        );
+        return text;
+    }
+    if let Some(waiting) = &running.waiting_for_input {
+        let _ = write!(
+            text,
+            "[spillway: run {id} is waiting for input on its terminal after {elapsed} ({} is \
+             blocked reading it). Answer it: call send_input with id=\"{id}\" text=\"...\" \
+             (Enter is pressed after it), then call wait with id=\"{id}\" yield_seconds=5; \
+             stop it: call kill with id=\"{id}\"]",
+            waiting.command
+        );
+        return text;
+    }
     let _ = write!(
         text,
         "[spillway: run {id} is still running after {} (no output for {}; {} lines so far). \
@@ -212,6 +241,8 @@ mod tests {
             started_at: String::new(),
             ended_at: String::new(),
             first_line: None,
+            stopped: Vec::new(),
+            limits_hit: Vec::new(),
             preview: preview("boom\n", 1),
         }
     }

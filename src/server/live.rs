@@ -42,6 +42,7 @@ use crate::protocol::{
     OutputEvent, PsEvent, PsRequest, RawEvent, RunId, RunRequest, RunStatus, RunningEvent,
     SendRequest, SentEvent, StartedEvent, StreamMode, WaitRequest,
 };
+use crate::readiness::Until;
 use crate::snapshot::{Cursor, RangeCapture};
 use crate::supervisor::{self, Finished, RunControl, StopReason};
 
@@ -249,6 +250,10 @@ pub(super) async fn serve_run(
         Err(error) => return send(write, &Event::Error(error)).await,
     };
     let yield_after = request.yield_ms.map(Duration::from_millis);
+    let until = match Until::new(request.until.as_deref(), request.until_port) {
+        Ok(until) => until,
+        Err(message) => return send(write, &Event::error(ErrorCode::BadPattern, message)).await,
+    };
     let kill_on_disconnect = request.kill_on_disconnect.unwrap_or(false);
     let stream = request.stream;
     let (argv, shell, tags) = (
@@ -320,29 +325,46 @@ pub(super) async fn serve_run(
     };
     let answer = async {
         send(write, &started).await?;
-        match (yield_after, stream) {
-            (Some(after), _) => {
-                tokio::select! {
-                    last = entry.finished() => send(write, &last).await,
-                    () = tokio::time::sleep(after) => {
-                        let event = running_event(&entry, false, "").await;
-                        send(write, &event).await?;
-                        if kill_on_disconnect {
-                            owned.push(Arc::downgrade(&entry));
-                        }
-                        Ok(())
+        match (yield_after.is_some() || until.is_some(), stream) {
+            (true, None) => {
+                let ready = async {
+                    match &until {
+                        Some(until) => Some(
+                            until
+                                .ready(entry.spill_path(), 1, entry.live.committed())
+                                .await,
+                        ),
+                        None => std::future::pending().await,
                     }
+                };
+                let after = async {
+                    match yield_after {
+                        Some(after) => tokio::time::sleep(after).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let ready = tokio::select! {
+                    last = entry.finished() => return send(write, &last).await,
+                    () = after => None,
+                    ready = ready => ready,
+                };
+                let event = running_event(&entry, false, "", ready).await;
+                send(write, &event).await?;
+                if kill_on_disconnect {
+                    owned.push(Arc::downgrade(&entry));
                 }
+                Ok(())
             }
-            (None, Some(StreamMode::Text)) => {
+            (true, Some(_)) => unreachable_mix(write).await,
+            (false, Some(StreamMode::Text)) => {
                 let last = follow_live(&entry, Start::Line(1), write).await?;
                 send(write, &last).await
             }
-            (None, Some(StreamMode::Raw)) => {
+            (false, Some(StreamMode::Raw)) => {
                 let last = stream_raw(&entry, write).await?;
                 send(write, &last).await
             }
-            (None, None) => {
+            (false, None) => {
                 let last = entry.finished().await;
                 send(write, &last).await
             }
@@ -357,6 +379,13 @@ pub(super) async fn serve_run(
         entry.stop(StopReason::Kill(Signal::SIGHUP));
     }
     result
+}
+
+/// `yield_ms` (or `until`) with `stream` is refused when the request is parsed; answers it
+/// anyway rather than panic.
+async fn unreachable_mix(write: &mut ClientWriter) -> io::Result<()> {
+    let message = "give either yield_ms/until or stream, not both";
+    send(write, &Event::error(ErrorCode::BadRequest, message)).await
 }
 
 /// Waits for a run to end, records it, tells everyone waiting, and retires it.
@@ -379,11 +408,25 @@ async fn watch_run(
     daemon.retire(&entry, last);
 }
 
-/// A `running` event: the preview so far, or with `new` of what `caller` has not been shown.
-async fn running_event(entry: &Arc<RunEntry>, new: bool, caller: &str) -> Event {
+/// A `running` event: the preview so far, or with `new` of what `caller` has not been shown;
+/// `ready` says why it came early, and the kernel says whether the command waits for input.
+async fn running_event(
+    entry: &Arc<RunEntry>,
+    new: bool,
+    caller: &str,
+    ready: Option<crate::protocol::Ready>,
+) -> Event {
     let live = Arc::clone(&entry.live);
-    let snapshot = match tokio::task::spawn_blocking(move || live.snapshot()).await {
-        Ok(snapshot) => snapshot,
+    let (pid, tty) = (entry.pid, entry.tty);
+    let looked = tokio::task::spawn_blocking(move || {
+        let waiting = tty
+            .then(|| supervisor::input_wait::waiting_for_input(pid))
+            .flatten();
+        (live.snapshot(), waiting)
+    })
+    .await;
+    let (snapshot, waiting_for_input) = match looked {
+        Ok(looked) => looked,
         Err(e) => return Event::error(ErrorCode::Internal, format!("preview failed: {e}")),
     };
     let start = lock(&entry.cursors).get(caller).copied();
@@ -415,6 +458,8 @@ async fn running_event(entry: &Arc<RunEntry>, new: bool, caller: &str) -> Event 
         elapsed_ms: millis(snapshot.stats.elapsed),
         idle_ms: millis(snapshot.stats.idle),
         first_line,
+        ready,
+        waiting_for_input,
         preview,
     }))
 }
@@ -469,8 +514,9 @@ async fn exit_for(
     let range =
         tokio::task::spawn_blocking(move || range_of_file(&path, &shape, start, to, "")).await;
     match range {
-        Ok(Ok((preview, next))) => {
+        Ok(Ok((mut preview, next))) => {
             lock(cursors).insert(caller.to_string(), next);
+            crate::leftovers::annotate(&mut preview, &exit.stopped, &exit.limits_hit, None);
             Event::Exit(Box::new(ExitEvent {
                 first_line: Some(start.lines + 1),
                 preview,
@@ -491,14 +537,35 @@ pub(super) async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event,
         ));
     }
     let caller = request.caller.unwrap_or_default();
+    let until = Until::new(request.until.as_deref(), request.until_port)
+        .map_err(|message| error(ErrorCode::BadPattern, message))?;
     match daemon.find(&request.id) {
         Found::Running(entry) => {
             let _delivery = daemon.delivery();
-            let ended = match request.yield_ms {
-                Some(ms) => tokio::time::timeout(Duration::from_millis(ms), entry.finished())
-                    .await
-                    .ok(),
-                None => Some(entry.finished().await),
+            // With `new`, only lines this caller has not been shown can make it ready.
+            let from_line = match request.new {
+                true => lock(&entry.cursors).get(&caller).map_or(1, |c| c.lines + 1),
+                false => 1,
+            };
+            let ready = async {
+                match &until {
+                    Some(until) => {
+                        let committed = entry.live.committed();
+                        until.ready(entry.spill_path(), from_line, committed).await
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let after = async {
+                match request.yield_ms {
+                    Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let (ended, ready) = tokio::select! {
+                last = entry.finished() => (Some(last), None),
+                () = after => (None, None),
+                ready = ready => (None, Some(ready)),
             };
             let shape = entry.live.shape();
             Ok(match ended {
@@ -506,7 +573,7 @@ pub(super) async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event,
                     let spill = entry.spill_path().map(Path::to_path_buf);
                     exit_for(last, spill, &entry.cursors, request.new, &caller, shape).await
                 }
-                None => running_event(&entry, request.new, &caller).await,
+                None => running_event(&entry, request.new, &caller, ready).await,
             })
         }
         Found::Recent {
@@ -586,6 +653,8 @@ fn exit_of_row(row: &RunRow, preview: Preview) -> Event {
         started_at: rfc3339(row.started_at),
         ended_at: rfc3339(ended_at),
         first_line: None,
+        stopped: Vec::new(),
+        limits_hit: Vec::new(),
         preview,
     }))
 }

@@ -123,8 +123,23 @@ impl TestDaemon {
 }
 
 impl Drop for TestDaemon {
+    /// Asks the daemon to shut down (so it removes its runs' cgroups), and kills it if it
+    /// has not gone within a few seconds.
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let _ = child.kill();
             let _ = child.wait();
         }

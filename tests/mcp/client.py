@@ -100,8 +100,9 @@ async def main(binary):
             prompt = await session.call_tool(
                 "bash", {"command": "read -p 'continue? ' answer; echo got $answer", "yield_seconds": 0.5}
             )
-            still = re.search(r"\[spillway: run (\S+) is still running", text_of(prompt))
-            check(still is not None, "yields while it waits", text_of(prompt))
+            still = re.search(r"\[spillway: run (\S+) is waiting for input on its terminal", text_of(prompt))
+            check(still is not None, "yields while it waits, and says it waits for input", text_of(prompt))
+            check("call send_input" in text_of(prompt), "says how to answer", text_of(prompt))
             live_id = still.group(1)
             check(f'call wait with id="{live_id}"' in text_of(prompt), "says how to go on", text_of(prompt))
             sent = await session.call_tool("send_input", {"id": live_id, "text": "yes"})

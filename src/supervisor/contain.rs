@@ -1,0 +1,92 @@
+//! Spawning a run's command contained: into its cgroup before `exec` (so not even its first
+//! child is born outside it), with the marker its processes inherit (`SPILLWAY_RUN_ID`), and
+//! with an address-space limit where no memory cgroup holds the run. A cgroup that cannot be
+//! joined never stops a run: the command is spawned again without it, and tracked through
+//! `/proc`.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+use super::cgroup::RunCgroup;
+use super::descendants::RUN_ID_ENV;
+use super::limits::{self, Enforcement, Resources};
+use super::{LaunchError, RunSpec, command, spawn_error};
+use crate::{pty, reaper};
+
+/// Spawns the command into its cgroup (if it has one), with its rlimits, as a registered
+/// leader. A command that cannot join its cgroup is spawned again without it (tracked
+/// through `/proc`), so a cgroup problem never stops a run.
+pub(super) fn spawn_contained(
+    spec: &RunSpec,
+    cwd: &Path,
+    program: &Path,
+    child: pty::ChildSide,
+    cgroup: Option<RunCgroup>,
+) -> Result<(u32, Option<RunCgroup>), LaunchError> {
+    let none = Resources::default();
+    let by_cgroup = cgroup.as_ref().map_or(&none, RunCgroup::enforced);
+    let address_space = Enforcement::plan(&spec.resources, by_cgroup).address_space;
+    let build = |joins: Vec<std::ffi::CString>, address_space: Option<u64>| {
+        let mut cmd = command(&spec.argv, &spec.env, cwd, program);
+        cmd.env(RUN_ID_ENV, spec.id.as_str());
+        // SAFETY: the hook runs in the child between fork and exec: it only opens, writes
+        // and closes files whose names were made before the fork, and calls setrlimit, all
+        // async-signal-safe; it allocates nothing and takes no lock.
+        unsafe {
+            cmd.pre_exec(move || contain_child(&joins, address_space));
+        }
+        cmd
+    };
+    let joins = cgroup
+        .as_ref()
+        .map(RunCgroup::join_paths)
+        .unwrap_or_default();
+    let Some(cgroup) = cgroup else {
+        let cmd = build(Vec::new(), address_space);
+        // The leader is reaped by pid: `std`'s handle has nothing more to do once we have it.
+        return reaper::spawn_leader(|| pty::spawn(cmd, child).map(|c| c.id()))
+            .map(|pid| (pid, None))
+            .map_err(|e| spawn_error(&spec.argv[0], e));
+    };
+    // The child's side is consumed by a spawn, so a second try needs copies of it.
+    let spare = child.try_clone().map_err(|e| LaunchError::Terminal {
+        reason: e.to_string(),
+    })?;
+    let cmd = build(joins, address_space);
+    match reaper::spawn_leader(|| pty::spawn(cmd, child).map(|c| c.id())) {
+        Ok(pid) => Ok((pid, Some(cgroup))),
+        Err(e) => {
+            cgroup.remove();
+            let by_rlimit = Enforcement::plan(&spec.resources, &Resources::default());
+            let cmd = build(Vec::new(), by_rlimit.address_space);
+            let pid = reaper::spawn_leader(|| pty::spawn(cmd, spare).map(|c| c.id()))
+                .map_err(|e| spawn_error(&spec.argv[0], e))?;
+            tracing::warn!(run = %spec.id, "the command could not join its cgroup ({e}): tracked through /proc");
+            Ok((pid, None))
+        }
+    }
+}
+
+/// The child's containment before `exec`: into its cgroups, and its address-space limit.
+fn contain_child(joins: &[std::ffi::CString], address_space: Option<u64>) -> io::Result<()> {
+    for path in joins {
+        // SAFETY: `path` is a valid C string; open, write and close are async-signal-safe.
+        unsafe {
+            let fd = nix::libc::open(path.as_ptr(), nix::libc::O_WRONLY | nix::libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let written = nix::libc::write(fd, b"0".as_ptr().cast(), 1);
+            let error = io::Error::last_os_error();
+            nix::libc::close(fd);
+            if written != 1 {
+                return Err(error);
+            }
+        }
+    }
+    if let Some(bytes) = address_space {
+        limits::set_address_space(bytes)?;
+    }
+    Ok(())
+}

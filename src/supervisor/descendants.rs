@@ -1,0 +1,633 @@
+//! Every process a run started, whatever it did to get away, and how they are stopped when the
+//! run ends.
+//!
+//! A run's processes are found two ways. With a cgroup ([`super::cgroup`]) they are simply the
+//! cgroup's members: nothing leaves a cgroup by forking, `setsid` or closing descriptors.
+//! Without one they are found in `/proc`: the command's descendants; the orphans handed to
+//! the daemon (a child subreaper, see [`crate::reaper`]) that belong to the run by their
+//! session or process group, by having been seen as the run's before, or by the marker every
+//! command inherits, `SPILLWAY_RUN_ID=<id>` in its environment; and their descendants. As a
+//! subreaper the daemon keeps every orphan of a run in its own tree, so looking for the marker
+//! outside it is only needed when the daemon was not one ([`crate::reaper::is_subreaper`]),
+//! and after a crash, when a new daemon looks for a dead one's leftovers
+//! ([`sweep_markers`]). A process that empties its environment and leaves the daemon's tree
+//! (through another service) is out of reach of this fallback only.
+//!
+//! When a run ends, what its command left running is stopped: SIGTERM (and SIGCONT), up to
+//! the kill grace for it to go, then `cgroup.kill`, or without a cgroup SIGSTOP to each process
+//! until no new one appears, then SIGKILL to all. Signals go through pidfds, so a pid reused
+//! by an unrelated process is never signalled. What was stopped is reported, with command
+//! lines and listening ports, so the model can be told (see [`crate::leftovers`]).
+//!
+//! A command that exits under a terminal hangs it up, and the kernel sends SIGHUP to its
+//! process group at once, before spillway can look: those processes are found afterwards by
+//! their exit status (the daemon reaps them, see [`crate::reaper::hung_up_since`]), named from
+//! what the run's periodic look ([`Tracker::refresh`]) saw of them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use super::cgroup::RunCgroup;
+use crate::protocol::{LimitHit, RunId, StoppedProcess};
+use crate::reaper;
+
+/// The marker every command inherits: the id of its run.
+pub const RUN_ID_ENV: &str = "SPILLWAY_RUN_ID";
+
+/// Longest command line kept for a report.
+const MAX_COMMAND: usize = 200;
+
+/// How often a stop looks whether the processes it signalled are gone.
+const POLL: Duration = Duration::from_millis(20);
+
+/// How long a kill waits for the killed processes to be gone.
+const KILL_PATIENCE: Duration = Duration::from_secs(2);
+
+/// The fields of `/proc/PID/stat` used here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub pid: u32,
+    pub ppid: u32,
+    pub pgrp: u32,
+    pub sid: u32,
+    /// The controlling terminal's device number (0: none).
+    pub tty: i64,
+    /// The terminal's foreground process group (-1: none).
+    pub tpgid: i64,
+    /// Clock ticks after boot: with the pid, names one process for ever.
+    pub start: u64,
+    pub zombie: bool,
+}
+
+/// Parses `/proc/PID/stat`. The command name (in parentheses) may hold anything, so the
+/// fields are read after its last `)`.
+pub fn parse_stat(pid: u32, text: &str) -> Option<Stat> {
+    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+    Some(Stat {
+        pid,
+        zombie: *fields.first()? == "Z",
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        sid: fields.get(3)?.parse().ok()?,
+        tty: fields.get(4)?.parse().ok()?,
+        tpgid: fields.get(5)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// The stat of `pid`, while it exists.
+pub fn stat(pid: u32) -> Option<Stat> {
+    parse_stat(pid, &fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The name (`comm`) in a stat line.
+pub fn comm_of(text: &str) -> Option<&str> {
+    Some(&text[text.find('(')? + 1..text.rfind(')')?])
+}
+
+/// Every process now.
+pub fn all_processes() -> Vec<Stat> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(stat)
+        .collect()
+}
+
+/// A process's command line as `ps` shows it (arguments joined by spaces, cut), or its name
+/// in brackets when it has none (a zombie, a process that cleared it).
+pub fn command_line(pid: u32) -> String {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    if args.is_empty() {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        return format!("[{}]", comm_of(&stat).unwrap_or("?"));
+    }
+    cut(&args.join(" "))
+}
+
+/// `text` cut at [`MAX_COMMAND`] characters.
+pub fn cut(text: &str) -> String {
+    match text.char_indices().nth(MAX_COMMAND) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// The run id in a process's environment, if it has the marker (and we may read it).
+pub fn marker(pid: u32) -> Option<String> {
+    let environ = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{RUN_ID_ENV}=");
+    environ
+        .split(|&b| b == 0)
+        .rev()
+        .find_map(|var| var.strip_prefix(prefix.as_bytes()))
+        .map(|id| String::from_utf8_lossy(id).into_owned())
+}
+
+/// Sends `signal` to the process `pid` that started at `start`, and to no other: a pidfd pins
+/// the process before its start time is checked. Returns whether it was sent.
+pub fn signal_exact(pid: u32, start: u64, signal: Signal) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor, or -1.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, raw, 0) };
+    let Ok(fd) = i32::try_from(fd) else {
+        return false;
+    };
+    if fd < 0 {
+        // No pidfds (Linux before 5.3): check, then send; a pid reused in between is the
+        // small risk left.
+        return stat(pid).is_some_and(|s| s.start == start)
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), signal).is_ok();
+    }
+    // SAFETY: the kernel just gave us this descriptor; nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if stat(pid).map(|s| s.start) != Some(start) {
+        return false;
+    }
+    // SAFETY: pidfd_send_signal takes the descriptor, a signal number, a null siginfo and
+    // flags 0; it writes nothing of ours.
+    let sent = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            signal as i32,
+            std::ptr::null::<nix::libc::siginfo_t>(),
+            0,
+        )
+    };
+    sent == 0
+}
+
+/// A process of a run, other than its command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub pid: u32,
+    pub start: u64,
+    pub command: String,
+    /// TCP ports it listened on, when last looked at.
+    pub ports: Vec<u16>,
+}
+
+impl Member {
+    fn key(&self) -> (u32, u64) {
+        (self.pid, self.start)
+    }
+}
+
+/// Listening TCP sockets (IPv4 and IPv6) by inode, with their ports.
+fn listening_sockets() -> HashMap<u64, u16> {
+    let mut sockets = HashMap::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st ... inode (the 10th field); 0A is LISTEN.
+            let (Some(local), Some(&"0A"), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let port = local
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            if let (Some(port), Ok(inode)) = (port, inode.parse()) {
+                sockets.insert(inode, port);
+            }
+        }
+    }
+    sockets
+}
+
+/// The socket inodes among a process's open descriptors.
+fn socket_inodes(pid: u32) -> Vec<u64> {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.flatten()
+        .filter_map(|fd| {
+            let target = fs::read_link(fd.path()).ok()?;
+            let text = target.to_str()?;
+            text.strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Reads each member's command line again (a process may have exec'd since it was first
+/// seen: a shim that runs the real program) and fills in its listening ports (the socket
+/// table is read only if one of them has a socket at all).
+pub fn describe(members: &mut [Member]) {
+    for member in members.iter_mut() {
+        if stat(member.pid).is_some_and(|s| s.start == member.start && !s.zombie) {
+            member.command = command_line(member.pid);
+        }
+    }
+    find_ports(members);
+}
+
+/// Fills in each member's listening ports.
+fn find_ports(members: &mut [Member]) {
+    let inodes: Vec<Vec<u64>> = members.iter().map(|m| socket_inodes(m.pid)).collect();
+    if inodes.iter().all(Vec::is_empty) {
+        return;
+    }
+    let listening = listening_sockets();
+    for (member, inodes) in members.iter_mut().zip(inodes) {
+        let mut ports: Vec<u16> = inodes
+            .iter()
+            .filter_map(|i| listening.get(i).copied())
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        if !ports.is_empty() {
+            member.ports = ports;
+        }
+    }
+}
+
+/// The processes of the run of `id` led by `leader`, found in `/proc` (the fallback: see the
+/// module docs); `thorough` also looks for the marker in every process, not only the
+/// daemon's orphans.
+fn find_in_proc(id: &str, leader: u32, seen: &BTreeMap<u32, Member>, thorough: bool) -> Vec<Stat> {
+    let me = std::process::id();
+    let all = all_processes();
+    let mut children: HashMap<u32, Vec<&Stat>> = HashMap::new();
+    for p in &all {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let ours = |p: &Stat| {
+        p.sid == leader
+            || p.pgrp == leader
+            || seen.get(&p.pid).is_some_and(|m| m.start == p.start)
+            || marker(p.pid).as_deref() == Some(id)
+    };
+    let mut roots: Vec<u32> = vec![leader];
+    // Orphans stay in our tree while we are a subreaper: no need to look anywhere else.
+    let thorough = thorough && !reaper::is_subreaper();
+    for p in &all {
+        let orphan = p.ppid == me && p.pid != leader && !reaper::is_leader(p.pid);
+        let elsewhere = thorough && p.ppid != me && p.pid != me && !p.zombie;
+        if (orphan && ours(p)) || (elsewhere && marker(p.pid).as_deref() == Some(id)) {
+            roots.push(p.pid);
+        }
+    }
+    let mut found = BTreeMap::new();
+    let mut queue: VecDeque<u32> = roots.into();
+    while let Some(pid) = queue.pop_front() {
+        for child in children.get(&pid).into_iter().flatten() {
+            if found.insert(child.pid, **child).is_none() {
+                queue.push_back(child.pid);
+            }
+        }
+        if pid != leader
+            && let Some(p) = all.iter().find(|p| p.pid == pid)
+        {
+            found.insert(pid, *p);
+        }
+    }
+    found.into_values().collect()
+}
+
+/// Tracks one run's processes (see the module docs).
+#[derive(Debug)]
+pub struct Tracker {
+    id: RunId,
+    leader: u32,
+    cgroup: Option<RunCgroup>,
+    /// Every process seen as the run's, by pid, with what it was.
+    seen: Mutex<BTreeMap<u32, Member>>,
+}
+
+/// What a run's end found: what was stopped, and the limits it hit.
+#[derive(Debug, Default)]
+pub struct EndReport {
+    pub stopped: Vec<StoppedProcess>,
+    pub limits_hit: Vec<LimitHit>,
+}
+
+impl Tracker {
+    pub fn new(id: RunId, leader: u32, cgroup: Option<RunCgroup>) -> Tracker {
+        Tracker {
+            id,
+            leader,
+            cgroup,
+            seen: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Whether the run is held by a cgroup.
+    pub fn has_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
+    fn seen(&self) -> MutexGuard<'_, BTreeMap<u32, Member>> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The run's living processes now, other than its command.
+    pub fn members(&self, thorough: bool) -> Vec<Member> {
+        let stats: Vec<Stat> = match &self.cgroup {
+            Some(cgroup) => cgroup.procs().into_iter().filter_map(stat).collect(),
+            None => find_in_proc(self.id.as_str(), self.leader, &self.seen(), thorough),
+        };
+        let mut seen = self.seen();
+        stats
+            .into_iter()
+            .filter(|s| !s.zombie && s.pid != self.leader)
+            .map(|s| match seen.get(&s.pid) {
+                Some(m) if m.start == s.start => m.clone(),
+                _ => {
+                    let member = Member {
+                        pid: s.pid,
+                        start: s.start,
+                        command: command_line(s.pid),
+                        ports: Vec::new(),
+                    };
+                    seen.insert(s.pid, member.clone());
+                    member
+                }
+            })
+            .collect()
+    }
+
+    /// Looks at the run's processes and remembers them (their command lines and ports), so
+    /// that one that dies before spillway can ask still has a name.
+    pub fn refresh(&self) {
+        let mut members = self.members(false);
+        find_ports(&mut members);
+        let mut seen = self.seen();
+        for member in members.into_iter().filter(|m| !m.ports.is_empty()) {
+            seen.insert(member.pid, member);
+        }
+    }
+
+    /// Stops the run's processes other than its command: SIGTERM and SIGCONT, up to `grace`
+    /// for them to go, then a kill. Returns those it signalled, with their ports.
+    pub fn stop(&self, grace: Duration) -> Vec<Member> {
+        let mut stopped = self.members(true);
+        if stopped.is_empty() {
+            return stopped;
+        }
+        describe(&mut stopped);
+        let mut signalled: BTreeSet<(u32, u64)> = BTreeSet::new();
+        let deadline = Instant::now() + grace;
+        let mut left = stopped.clone();
+        loop {
+            for m in &left {
+                if signalled.insert(m.key()) {
+                    signal_exact(m.pid, m.start, Signal::SIGTERM);
+                    signal_exact(m.pid, m.start, Signal::SIGCONT);
+                }
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(POLL);
+            left = self.members(false);
+            if left.is_empty() {
+                return stopped;
+            }
+            for m in &left {
+                if !stopped.iter().any(|s| s.key() == m.key()) {
+                    stopped.push(m.clone());
+                }
+            }
+        }
+        tracing::info!(run = %self.id, "leftovers ignored SIGTERM for the grace: killing them");
+        self.kill();
+        stopped
+    }
+
+    /// Kills every process of the run but its command, and waits (bounded) until none is left.
+    fn kill(&self) {
+        if let Some(cgroup) = &self.cgroup {
+            // The command itself is a zombie by now: only its leftovers are in the cgroup.
+            cgroup.kill();
+            return;
+        }
+        // Without a cgroup to freeze: stop each process, and look again for children forked
+        // before the stop arrived, until no new one appears; then kill them all.
+        let mut frozen: Vec<Member> = Vec::new();
+        for _ in 0..50 {
+            let new: Vec<Member> = self
+                .members(false)
+                .into_iter()
+                .filter(|m| !frozen.iter().any(|f| f.key() == m.key()))
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            for m in &new {
+                signal_exact(m.pid, m.start, Signal::SIGSTOP);
+            }
+            frozen.extend(new);
+        }
+        for m in &frozen {
+            signal_exact(m.pid, m.start, Signal::SIGKILL);
+        }
+        let deadline = Instant::now() + KILL_PATIENCE;
+        while Instant::now() < deadline {
+            let left = self.members(false);
+            if left.is_empty() {
+                return;
+            }
+            for m in &left {
+                signal_exact(m.pid, m.start, Signal::SIGKILL);
+            }
+            std::thread::sleep(POLL);
+        }
+        tracing::warn!(run = %self.id, "leftovers still alive after SIGKILL");
+    }
+
+    /// The run's end: what was stopped (`at_exit`: alive when the command exited; `stopped`:
+    /// what [`Tracker::stop`] signalled; `hung_up`: processes the terminal's hangup ended, by
+    /// pid), the limits it hit; removes its cgroup.
+    pub fn finish(
+        &self,
+        at_exit: Vec<Member>,
+        stopped: Vec<Member>,
+        hung_up: &[reaper::Reaped],
+    ) -> EndReport {
+        let mut all: BTreeMap<(u32, u64), Member> = BTreeMap::new();
+        for m in at_exit.into_iter().chain(stopped) {
+            let entry = all.entry(m.key()).or_insert_with(|| m.clone());
+            if entry.ports.is_empty() {
+                entry.ports = m.ports;
+            }
+        }
+        {
+            let seen = self.seen();
+            for dead in hung_up {
+                let known = seen.get(&dead.pid).filter(|m| m.start == dead.start);
+                let member = known.cloned().unwrap_or_else(|| Member {
+                    pid: dead.pid,
+                    start: dead.start,
+                    command: format!("[{}]", dead.comm),
+                    ports: Vec::new(),
+                });
+                all.entry(member.key()).or_insert(member);
+            }
+            for member in all.values_mut() {
+                if member.ports.is_empty()
+                    && let Some(known) = seen.get(&member.pid).filter(|m| m.start == member.start)
+                {
+                    member.ports = known.ports.clone();
+                }
+            }
+        }
+        let limits_hit = self
+            .cgroup
+            .as_ref()
+            .map(RunCgroup::limit_hits)
+            .unwrap_or_default();
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.remove();
+        }
+        EndReport {
+            stopped: all
+                .into_values()
+                .map(|m| StoppedProcess {
+                    pid: m.pid,
+                    command: m.command,
+                    ports: m.ports,
+                })
+                .collect(),
+            limits_hit,
+        }
+    }
+}
+
+/// Stops every process `find` finds: SIGTERM and SIGCONT, up to `grace`, then SIGSTOP and
+/// SIGKILL. For the sweeps of a daemon's start (a dead daemon's leftovers) and shutdown.
+fn stop_found(find: impl Fn() -> Vec<Stat>, grace: Duration) -> usize {
+    let first = find();
+    if first.is_empty() {
+        return 0;
+    }
+    for p in &first {
+        signal_exact(p.pid, p.start, Signal::SIGTERM);
+        signal_exact(p.pid, p.start, Signal::SIGCONT);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        reaper::reap_strays();
+        if find().is_empty() {
+            return first.len();
+        }
+        std::thread::sleep(POLL);
+    }
+    let deadline = Instant::now() + KILL_PATIENCE;
+    while Instant::now() < deadline {
+        let left = find();
+        if left.is_empty() {
+            break;
+        }
+        for p in &left {
+            signal_exact(p.pid, p.start, Signal::SIGSTOP);
+        }
+        for p in &left {
+            signal_exact(p.pid, p.start, Signal::SIGKILL);
+        }
+        std::thread::sleep(POLL);
+        reaper::reap_strays();
+    }
+    first.len()
+}
+
+/// Finds and stops the processes of the runs `ids` (left by a daemon that died) by their
+/// marker; returns how many there were.
+pub fn sweep_markers(ids: &[RunId], grace: Duration) -> usize {
+    if ids.is_empty() {
+        return 0;
+    }
+    let me = std::process::id();
+    let find = || {
+        let all = all_processes();
+        let marked: BTreeSet<u32> = all
+            .iter()
+            .filter(|p| !p.zombie && p.pid != me)
+            .filter(|p| marker(p.pid).is_some_and(|m| ids.iter().any(|id| id.as_str() == m)))
+            .map(|p| p.pid)
+            .collect();
+        all.into_iter()
+            .filter(|p| marked.contains(&p.pid))
+            .collect::<Vec<_>>()
+    };
+    stop_found(find, grace)
+}
+
+/// Stops every living descendant of this process (at shutdown, once the runs have ended,
+/// whatever is left of them); returns how many there were.
+pub fn sweep_descendants(grace: Duration) -> usize {
+    let me = std::process::id();
+    let find = || {
+        let all = all_processes();
+        let mut children: HashMap<u32, Vec<Stat>> = HashMap::new();
+        for p in &all {
+            children.entry(p.ppid).or_default().push(*p);
+        }
+        let mut found = Vec::new();
+        let mut queue = VecDeque::from([me]);
+        while let Some(pid) = queue.pop_front() {
+            for child in children.get(&pid).into_iter().flatten() {
+                queue.push_back(child.pid);
+                if !child.zombie {
+                    found.push(*child);
+                }
+            }
+        }
+        found
+    };
+    stop_found(find, grace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_are_read_after_the_last_parenthesis() {
+        let line = "42 (a) b) S 7 42 40 34816 42 4194304 0 0 0 0 1 2 0 0 20 0 1 0 12345 0 0";
+        let s = parse_stat(42, line).unwrap();
+        assert_eq!(
+            (s.ppid, s.pgrp, s.sid, s.tty, s.tpgid),
+            (7, 42, 40, 34816, 42)
+        );
+        assert_eq!((s.start, s.zombie), (12345, false));
+        assert_eq!(comm_of(line), Some("a) b"));
+        assert!(parse_stat(1, "garbage").is_none());
+    }
+
+    #[test]
+    fn this_process_is_seen_as_itself() {
+        let me = std::process::id();
+        let s = stat(me).unwrap();
+        assert_eq!(s.pid, me);
+        assert!(command_line(me).len() > 1);
+        // Nobody gave the test process a marker (unless it runs inside spillway).
+        let _ = marker(me);
+        assert!(
+            !signal_exact(me, s.start + 1, Signal::SIGTERM),
+            "wrong start time"
+        );
+        assert!(signal_exact(me, s.start, Signal::SIGCONT));
+        assert_eq!(cut(&"x".repeat(300)).len(), MAX_COMMAND + 3);
+    }
+}
