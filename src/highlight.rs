@@ -188,7 +188,8 @@ impl Patterns {
 
     /// Whether `line` (one line, no newline needed) looks like an error.
     pub fn is_match(&self, line: &str) -> bool {
-        self.any.is_match(line.strip_suffix('\n').unwrap_or(line))
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        (self.prefilter.is_some() && has_log_level(line)) || self.any.is_match(line)
     }
 
     fn is_weak(&self, line: &str) -> bool {
@@ -385,12 +386,23 @@ impl Highlighter {
                 break;
             };
             let end = start + len;
-            if self.patterns.any.is_match(&text[start..end]) {
+            let line = &text[start..end];
+            // A log level confirms a default-pattern line without the whole pattern set:
+            // in a log flood that is most candidates.
+            let confirmed = self.patterns.prefilter.is_some() && has_log_level(line);
+            if confirmed || self.patterns.any.is_match(line) {
                 ended +=
                     memchr::memchr_iter(b'\n', &text.as_bytes()[counted..start]).count() as u64;
                 counted = start;
-                let before = self.before_context(&lines_before(text, start));
-                self.found_at(ended + 1, &text[start..end], before);
+                // Only an indented line before it can end a frame (its source line).
+                let before = if follows_indented(text, start) {
+                    self.before_context(&lines_before(text, start))
+                } else if start == 0 && self.recent.back().is_some_and(|l| is_indented(l)) {
+                    self.before_context(&[])
+                } else {
+                    Vec::new()
+                };
+                self.found_at(ended + 1, line, before);
                 self.take_following(text, end + 1);
             }
         }
@@ -446,7 +458,8 @@ impl Highlighter {
     /// those holding a prefilter literal and those beginning with a [`LINE_STARTS`] literal
     /// (or, with the user's patterns, those the patterns match).
     fn candidate_lines(&self, text: &str) -> Vec<usize> {
-        let line_start = |at: usize| text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line_start =
+            |at: usize| memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1);
         let Some(prefilter) = &self.patterns.prefilter else {
             let mut starts: Vec<usize> = Vec::new();
             let mut from = 0;
@@ -536,7 +549,12 @@ impl Highlighter {
             return;
         };
         let bytes: usize = candidate.after.iter().map(String::len).sum();
+        let may_continue = line
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_whitespace() || b.is_ascii_digit() || b"=RW".contains(&b));
         if cut
+            || !may_continue
             || bytes + line.len() > CONTEXT_BYTES
             || line.trim().is_empty()
             || !self.patterns.continuation.is_match(line)
@@ -547,6 +565,32 @@ impl Highlighter {
         candidate.after.push(line.to_string());
         self.wants_after -= 1;
     }
+}
+
+/// Whether `line` holds `ERROR`, `FATAL` or `CRITICAL` as a word (what the log-level pattern
+/// matches).
+fn has_log_level(line: &str) -> bool {
+    let bytes = line.as_bytes();
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    ["ERROR", "FATAL", "CRITICAL"].iter().any(|level| {
+        memchr::memmem::find_iter(bytes, level).any(|at| {
+            let end = at + level.len();
+            (at == 0 || !is_word(bytes[at - 1])) && bytes.get(end).is_none_or(|&b| !is_word(b))
+        })
+    })
+}
+
+fn is_indented(line: &str) -> bool {
+    line.starts_with([' ', '\t'])
+}
+
+/// Whether the line before the one starting at `start` in `text` is indented.
+fn follows_indented(text: &str, start: usize) -> bool {
+    if start == 0 {
+        return false;
+    }
+    let prev_start = memchr::memrchr(b'\n', &text.as_bytes()[..start - 1]).map_or(0, |i| i + 1);
+    is_indented(&text[prev_start..start - 1])
 }
 
 /// The lines of `text` before byte `end` (a line start), at most [`BEFORE_LINES`], in order.
