@@ -99,6 +99,10 @@ fn prefilter() -> Regex {
 /// own, and the default (a few MiB) times 32 runs in flight would dominate the daemon's memory.
 const DFA_CACHE_BYTES: usize = 256 * 1024;
 
+/// Most memory one user highlight pattern may compile to, as for `grep` patterns: a hostile
+/// `--highlight` cannot take the daemon's memory (the regex crate's default is 10 MiB).
+const PATTERN_SIZE_LIMIT: usize = 4 << 20;
+
 /// A line after a candidate that continues its block: indented (a location, a frame, a
 /// source line, a note), rustc's numbered source lines, valgrind's and the sanitizers' detail
 /// lines.
@@ -149,10 +153,13 @@ impl Patterns {
     /// The default patterns, plus `extra` (the user's `--highlight`), which count as strong.
     pub fn new(extra: &[String]) -> Result<Patterns, BadPattern> {
         for pattern in extra {
-            Regex::new(pattern).map_err(|e| BadPattern {
-                pattern: pattern.clone(),
-                reason: e.to_string(),
-            })?;
+            RegexBuilder::new(pattern)
+                .size_limit(PATTERN_SIZE_LIMIT)
+                .build()
+                .map_err(|e| BadPattern {
+                    pattern: pattern.clone(),
+                    reason: e.to_string(),
+                })?;
         }
         let all: Vec<String> = STRONG
             .iter()
@@ -168,6 +175,7 @@ impl Patterns {
         };
         let any = RegexBuilder::new(&all.join("|"))
             .multi_line(true)
+            .size_limit(PATTERN_SIZE_LIMIT * (1 + extra.len()))
             .dfa_size_limit(DFA_CACHE_BYTES)
             .build()
             .map_err(|e| BadPattern {
@@ -782,6 +790,13 @@ mod tests {
         let kept: Vec<u64> = h.candidates().iter().map(|c| c.line).collect();
         let expected: Vec<u64> = (1..=16).chain(985..=1000).collect();
         assert_eq!(kept, expected);
+    }
+
+    #[test]
+    fn a_pattern_too_big_to_compile_is_refused() {
+        let huge = r"\w{200}x{200}\w{200}".to_string();
+        assert!(Patterns::new(&[huge]).is_err());
+        assert!(Patterns::new(&[r"\w{20}x".to_string()]).is_ok());
     }
 
     #[test]
