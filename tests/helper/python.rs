@@ -18,12 +18,14 @@ pub fn venv_python(requirements: &Path) -> PathBuf {
     let mut hasher = DefaultHasher::new();
     text.hash(&mut hasher);
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let venv = root.join(format!("venv-{:016x}", hasher.finish()));
+    let key = hasher.finish();
+    let venv = root.join(format!("venv-{key:016x}"));
     let python = venv.join("bin/python");
     if python.exists() {
         return python;
     }
-    let building = root.join(format!("venv-building-{}", std::process::id()));
+    // Named for the requirements too: tests of one process build different venvs at once.
+    let building = root.join(format!("venv-building-{key:016x}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&building);
     run(Command::new("python3").args(["-m", "venv"]).arg(&building));
     run(Command::new(building.join("bin/python"))
