@@ -14,6 +14,9 @@ use std::process::Command;
 /// needed. Panics, loudly and with pip's output, when it cannot be made: CI must run the
 /// tests that need it, never skip them quietly.
 pub fn venv_python(requirements: &Path) -> PathBuf {
+    // Tests of this binary run on threads of one process: one builds at a time.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let text = std::fs::read_to_string(requirements).expect("read the requirements file");
     let mut hasher = DefaultHasher::new();
     text.hash(&mut hasher);
