@@ -253,8 +253,13 @@ pub struct Highlighter {
     wants_after: usize,
     /// The last few complete lines (each capped), for a candidate's context before it.
     recent: VecDeque<String>,
-    /// Kept candidates in output order, each with why it is kept.
-    kept: VecDeque<(Candidate, Kept)>,
+    /// The first [`KEEP`] candidates and the first of each kind, in output order.
+    kept: Vec<Candidate>,
+    /// The latest [`KEEP`] candidates that are neither, oldest first (a ring: a flood of
+    /// candidates costs no shifting).
+    latest: VecDeque<Candidate>,
+    /// Where the last candidate went, which takes the context lines that follow it.
+    last_in_recent: bool,
     /// Kinds seen so far (at most [`KINDS_TRACKED`]).
     kinds: HashSet<u64>,
     /// Kept candidates by why they are kept (indexed by [`Kept`]).
@@ -285,7 +290,9 @@ impl Highlighter {
             carry_cut: false,
             wants_after: 0,
             recent: VecDeque::new(),
-            kept: VecDeque::new(),
+            kept: Vec::new(),
+            latest: VecDeque::new(),
+            last_in_recent: false,
             kinds: HashSet::new(),
             counts: [0; 3],
             found: 0,
@@ -346,7 +353,9 @@ impl Highlighter {
     /// The kept candidates, in output order: the first [`KEEP`], the first of each kind (up to
     /// [`KEEP_KINDS`]) and the last [`KEEP`].
     pub fn candidates(&self) -> Vec<&Candidate> {
-        self.kept.iter().map(|(c, _)| c).collect()
+        let mut all: Vec<&Candidate> = self.kept.iter().chain(self.latest.iter()).collect();
+        all.sort_by_key(|c| c.line);
+        all
     }
 
     /// The patterns in use.
@@ -520,14 +529,11 @@ impl Highlighter {
             Kept::Recent
         };
         // The oldest recent one makes room, and lends its buffers.
-        let mut reuse = None;
-        if why == Kept::Recent && self.counts[Kept::Recent as usize] == KEEP {
-            let oldest = self.kept.iter().position(|(_, w)| *w == Kept::Recent);
-            if let Some(i) = oldest {
-                reuse = self.kept.remove(i).map(|(c, _)| c);
-                self.counts[Kept::Recent as usize] -= 1;
-            }
-        }
+        let reuse = if why == Kept::Recent && self.latest.len() == KEEP {
+            self.latest.pop_front()
+        } else {
+            None
+        };
         let strong = !self.patterns.is_weak(text);
         let mut candidate = reuse.unwrap_or_else(|| Candidate {
             line,
@@ -542,8 +548,13 @@ impl Highlighter {
         candidate.before = if strong { before } else { Vec::new() };
         candidate.after.clear();
         candidate.strong = strong;
-        self.counts[why as usize] += 1;
-        self.kept.push_back((candidate, why));
+        self.last_in_recent = why == Kept::Recent;
+        if self.last_in_recent {
+            self.latest.push_back(candidate);
+        } else {
+            self.counts[why as usize] += 1;
+            self.kept.push(candidate);
+        }
         self.wants_after = AFTER_LINES;
     }
 
@@ -552,7 +563,12 @@ impl Highlighter {
         if self.wants_after == 0 {
             return;
         }
-        let Some((candidate, _)) = self.kept.back_mut() else {
+        let last = if self.last_in_recent {
+            self.latest.back_mut()
+        } else {
+            self.kept.last_mut()
+        };
+        let Some(candidate) = last else {
             self.wants_after = 0;
             return;
         };
