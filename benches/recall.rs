@@ -10,7 +10,8 @@
 //! Each cell also says how much of the binding limit the shown lines use, how many of the
 //! preview's markers say what is not so (checked against the text: a repeat over lines that
 //! differ, a similar run over lines that differ in more than numbers, an omission whose count
-//! is wrong; must be 0) and the notice's size.
+//! is wrong, an error count above the omitted lines that match; must be 0) and the notice's
+//! size.
 //!
 //! Run: `cargo bench --bench recall -- PATH/TO/CORPUS`.
 
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use spillway::capture::{Capture, Limits, SpillPolicy};
+use spillway::highlight::Patterns;
 use spillway::normalise::{NormaliseOptions, normalise};
 use spillway::preview::{CliSteps, Direction, Preview};
 
@@ -199,7 +201,27 @@ fn false_markers(p: &Preview, text: &str) -> usize {
         };
         wrong += usize::from(!ok);
     }
-    wrong
+    wrong + usize::from(!error_count_holds(p, text))
+}
+
+/// The notice's "N more omitted lines look like errors" is true of the text: N lines outside
+/// the shown ranges match the highlight patterns (lines folded into a run are said, not
+/// omitted, so the count may be lower, never higher, than all such lines).
+fn error_count_holds(p: &Preview, text: &str) -> bool {
+    let Some(said) = p.content.lines().find_map(|l| {
+        l.split_once(" more omitted line")
+            .and_then(|(n, _)| n.parse::<u64>().ok())
+    }) else {
+        return true;
+    };
+    let patterns = Patterns::defaults();
+    let shown = |n: u64| p.shown.iter().any(|r| r.first <= n && n <= r.last);
+    let outside = text
+        .split('\n')
+        .enumerate()
+        .filter(|&(i, line)| !shown(i as u64 + 1) && patterns.is_match(line))
+        .count() as u64;
+    said <= outside && said <= p.omitted_lines
 }
 
 /// A line with each run of digits as `#`.

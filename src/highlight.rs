@@ -262,8 +262,9 @@ pub struct Highlighter {
     last_in_recent: bool,
     /// Kinds seen so far (at most [`KINDS_TRACKED`]).
     kinds: HashSet<u64>,
-    /// Kept candidates by why they are kept (indexed by [`Kept`]).
-    counts: [usize; 3],
+    /// How many of `kept` are there as one of the first, and as the first of their kind.
+    first_kept: usize,
+    kinds_kept: usize,
     found: u64,
     /// Numbers of the candidate lines found since [`Highlighter::take_found_lines`].
     found_lines: Vec<u64>,
@@ -294,7 +295,8 @@ impl Highlighter {
             latest: VecDeque::new(),
             last_in_recent: false,
             kinds: HashSet::new(),
-            counts: [0; 3],
+            first_kept: 0,
+            kinds_kept: 0,
             found: 0,
             found_lines: Vec::new(),
             ended: 0,
@@ -517,13 +519,12 @@ impl Highlighter {
         // A line's kind is worked out only while a new kind could still be kept: in a flood
         // of error-level log lines the slots fill within a few dozen lines, and the rest pay
         // nothing for it (the picker works out the kinds of the few it is offered).
-        let kinds_open = self.counts[Kept::NewKind as usize] < KEEP_KINDS
-            || self.counts[Kept::First as usize] < KEEP;
+        let kinds_open = self.kinds_kept < KEEP_KINDS || self.first_kept < KEEP;
         let kind = if kinds_open { kind_of(text) } else { 0 };
         let new_kind = kinds_open && self.kinds.len() < KINDS_TRACKED && self.kinds.insert(kind);
-        let why = if self.counts[Kept::First as usize] < KEEP {
+        let why = if self.first_kept < KEEP {
             Kept::First
-        } else if new_kind && self.counts[Kept::NewKind as usize] < KEEP_KINDS {
+        } else if new_kind && self.kinds_kept < KEEP_KINDS {
             Kept::NewKind
         } else {
             Kept::Recent
@@ -552,7 +553,10 @@ impl Highlighter {
         if self.last_in_recent {
             self.latest.push_back(candidate);
         } else {
-            self.counts[why as usize] += 1;
+            match why {
+                Kept::First => self.first_kept += 1,
+                _ => self.kinds_kept += 1,
+            }
             self.kept.push(candidate);
         }
         self.wants_after = AFTER_LINES;

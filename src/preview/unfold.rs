@@ -44,9 +44,6 @@ enum Side {
 struct Opening {
     /// Index of the run in the shown segments.
     index: usize,
-    /// Byte offset of the run's first line in the output, and of the end of its last.
-    start: u64,
-    end: u64,
     /// Lines opened at its front (in order) and at its back (last line first), each with the
     /// byte offset of its start.
     front: Vec<(u64, LineText)>,
@@ -63,8 +60,6 @@ impl Opening {
         let end = start + run.bytes;
         Opening {
             index,
-            start,
-            end,
             front: Vec::new(),
             back: Vec::new(),
             rest_first: (start, run.head.clone()),
@@ -326,7 +321,6 @@ fn split(view: &CaptureView<'_>, run: &Segment, o: Opening) -> Vec<Segment> {
     if rest_lines > 0 {
         let opened: u64 = pieces.iter().chain(&back).map(|p| p.candidates).sum();
         let rest_bytes = o.rest_last.0 + o.rest_last.1.len + 1 - o.rest_first.0;
-        debug_assert!(o.start <= o.rest_first.0 && o.rest_last.0 < o.end);
         pieces.push(Segment {
             first: run.first + front_count,
             lines: rest_lines,

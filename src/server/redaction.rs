@@ -9,6 +9,18 @@ use crate::redact::{Counts, Redactor};
 
 /// `event` with the credentials in its text replaced, when it carries any text.
 pub(super) fn redacted(event: &Event, redactor: &Redactor) -> Option<Event> {
+    // Only events that carry text are copied.
+    if !matches!(
+        event,
+        Event::Exit(_)
+            | Event::Running(_)
+            | Event::Show(_)
+            | Event::Grep(_)
+            | Event::Output(_)
+            | Event::History(_)
+    ) {
+        return None;
+    }
     let mut event = event.clone();
     match &mut event {
         Event::Exit(exit) => exit.preview.redact(redactor),
@@ -27,7 +39,7 @@ pub(super) fn redacted(event: &Event, redactor: &Redactor) -> Option<Event> {
                 redactor.redact_into(&mut run.command, &mut counts);
             }
         }
-        _ => return None,
+        _ => {}
     }
     Some(event)
 }
