@@ -22,7 +22,8 @@ use serde::Deserialize;
 use spillway::capture::{Capture, Limits, SpillPolicy};
 use spillway::highlight::Patterns;
 use spillway::normalise::{NormaliseOptions, normalise};
-use spillway::preview::{CliSteps, Direction, Preview};
+use spillway::preview::CliSteps;
+use spillway::protocol::{Direction, Preview};
 
 #[derive(Debug, Deserialize)]
 struct Case {

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use common::{BenchResult, env_number, human};
 use daemon::{Daemon, proc_status_kib};
-use spillway::protocol::{Event, ExitEvent, RunRequest, RunStatus, request_line};
+use spillway::protocol::{Event, ExitEvent, Request, RunRequest, RunStatus};
 
 const DEFAULT_SECS: u64 = 300;
 const DEFAULT_RUNS: usize = 64;
@@ -215,7 +215,7 @@ impl Soak {
         };
         let mut stream = UnixStream::connect(&self.socket)?;
         stream.set_read_timeout(Some(RUN_TIMEOUT * 2))?;
-        stream.write_all(request_line("run", &request).as_bytes())?;
+        stream.write_all(Request::Run(Box::new(request.clone())).to_line().as_bytes())?;
         for line in BufReader::new(stream).lines() {
             match serde_json::from_str::<Event>(&line?)? {
                 Event::Started(_) => {}

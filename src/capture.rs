@@ -14,6 +14,7 @@ use std::path::Path;
 use crate::highlight::{Findings, Patterns};
 use crate::normalise::count_newlines;
 use crate::outline::OutlineView;
+use crate::protocol::SpillCap;
 use crate::scanner::SharedScanner;
 use crate::spill::{DataDir, SpillFile};
 
@@ -417,14 +418,6 @@ pub enum SpillProblem<'a> {
     NotCreated { error: &'a str },
     /// Writing stopped after `written` bytes.
     Incomplete { written: u64, error: &'a str },
-}
-
-/// A spill file that reached its cap: it holds the first `bytes` bytes of the output, which end
-/// inside or just before `line`, the first line it lacks (in part or whole).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SpillCap {
-    pub bytes: u64,
-    pub line: u64,
 }
 
 /// A borrowed snapshot of a capture, for building a preview.

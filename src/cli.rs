@@ -22,10 +22,10 @@ use crate::index::{INDEX_FILE, Index, NewRun, RunEnd};
 use crate::live_cli::{self, LiveRunArgs};
 use crate::normalise::{NormaliseOptions, Normaliser};
 use crate::ops;
-use crate::preview::{CliSteps, Direction, Preview};
+use crate::preview::CliSteps;
 use crate::protocol::{
-    Event, ExitEvent, GrepRequest, HistoryRequest, PurgeRequest, RunId, RunRequest, RunStatus,
-    ShowRequest, request_line,
+    Direction, Event, ExitEvent, GrepRequest, HistoryRequest, Preview, PurgeRequest, Request,
+    RunId, RunRequest, RunStatus, ShowRequest, StatusFilter,
 };
 use crate::purge::PurgePolicy;
 use crate::read::{self, ReadRequest};
@@ -128,7 +128,7 @@ struct HistoryArgs {
     /// `failed` (anything but exit code 0) or a status: running, exited, signaled, timed_out,
     /// killed, interrupted.
     #[arg(long, value_name = "STATUS")]
-    status: Option<String>,
+    status: Option<StatusFilter>,
     /// Only runs whose command line contains this text.
     #[arg(long, value_name = "SUBSTR")]
     command: Option<String>,
@@ -738,7 +738,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         .check()
         .map_err(anyhow::Error::msg)?;
     let mut connection = Connection::open(&endpoint)?;
-    connection.send(&request_line("run", &request))?;
+    connection.send(&Request::Run(Box::new(request)))?;
     if args.live.is_live() || args.until.is_set() {
         return live_cli::finish_run(&mut connection, &args.live, args.json);
     }
@@ -821,8 +821,8 @@ pub(crate) fn exit_code(exit: &ExitEvent) -> u8 {
 fn history(args: HistoryArgs) -> Result<ExitCode> {
     let request = HistoryRequest {
         no_redact: args.redact.no_redact,
-        since: args.since.map(|t| t.to_rfc3339()),
-        until: args.until.map(|t| t.to_rfc3339()),
+        since: args.since,
+        until: args.until,
         status: args.status,
         command: args.command,
         tags: args.tags.into_iter().collect(),

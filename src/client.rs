@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::protocol::Event;
+use crate::protocol::{Event, Request};
 use crate::spill::DataDir;
 
 /// How long a daemon started on demand may take to answer.
@@ -74,10 +74,15 @@ impl Connection {
         })
     }
 
-    /// Sends one request line. A daemon that hung up first may have said why (a refusal);
-    /// either way the error carries no broken pipe, which the CLI would take for a closed
-    /// stdout and so for success.
-    pub fn send(&mut self, line: &str) -> Result<()> {
+    /// Sends one request. A daemon that hung up first may have said why (a refusal); either
+    /// way the error carries no broken pipe, which the CLI would take for a closed stdout and
+    /// so for success.
+    pub fn send(&mut self, request: &Request) -> Result<()> {
+        self.send_line(&request.to_line())
+    }
+
+    /// Sends one line as it is (a test's malformed request, say).
+    fn send_line(&mut self, line: &str) -> Result<()> {
         let Err(e) = self.writer.write_all(line.as_bytes()) else {
             return Ok(());
         };
@@ -270,7 +275,9 @@ mod tests {
         daemon_side.write_all(refusal.to_line().as_bytes()).unwrap();
         drop(daemon_side);
 
-        let error = connection.send("{\"v\": 1, \"op\": \"ps\"}\n").unwrap_err();
+        let error = connection
+            .send_line("{\"v\": 1, \"op\": \"ps\"}\n")
+            .unwrap_err();
         assert_eq!(error.to_string(), "connection from uid 65534 refused");
         assert!(
             error

@@ -11,7 +11,8 @@ use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
-use serde::{Deserialize, Serialize};
+
+use crate::protocol::{GrepLine, GrepResult};
 
 /// Matches reported when the caller does not say.
 pub const DEFAULT_MAX_COUNT: usize = 100;
@@ -21,30 +22,6 @@ pub const MAX_LINE_CHARS: usize = 500;
 pub const MAX_CONTEXT: usize = 50;
 /// Bytes of one line the pattern is matched against.
 pub const MAX_SEARCH_BYTES: usize = 1 << 20;
-
-/// One reported line: a match or context around one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GrepLine {
-    /// 1-based line number in the spill.
-    pub line: u64,
-    /// The line, cut at [`MAX_LINE_CHARS`] characters with a marker when longer.
-    pub text: String,
-    /// A match (else context).
-    pub matched: bool,
-}
-
-/// What a search found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GrepResult {
-    /// Matches and their context, in file order.
-    pub lines: Vec<GrepLine>,
-    /// Matches reported.
-    pub matches: usize,
-    /// The search stopped at `max_count` and at least one more line matches.
-    pub limit_hit: bool,
-    /// Some reported line was cut at [`MAX_LINE_CHARS`].
-    pub lines_cut: bool,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum GrepError {

@@ -40,9 +40,9 @@ use rusqlite::{
     params_from_iter,
 };
 use rusqlite_migration::{M, Migrations};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::protocol::{RunId, RunStatus};
+use crate::protocol::{IndexStats, RunId, RunRecord, RunStatus, StatusFilter};
 
 /// The index's file name; it lives in the data directory.
 pub const INDEX_FILE: &str = "index.sqlite3";
@@ -71,16 +71,6 @@ const RUN_COLUMNS: &str = "r.id, r.argv, r.shell, r.command, r.cwd, r.tags, r.st
      r.ended_at, r.status, r.exit_code, r.signal, r.total_lines, r.total_bytes, r.truncated, \
      r.spill_path, r.spill_bytes, r.spill_complete, r.spill_missing, r.pid, \
      r.spill_capped_at_line";
-
-/// Every status, to map the stored text back.
-const STATUSES: [RunStatus; 6] = [
-    RunStatus::Running,
-    RunStatus::Exited,
-    RunStatus::Signaled,
-    RunStatus::TimedOut,
-    RunStatus::Killed,
-    RunStatus::Interrupted,
-];
 
 /// What can go wrong with the index.
 #[derive(Debug, thiserror::Error)]
@@ -189,8 +179,8 @@ pub struct Index {
     path: PathBuf,
 }
 
-/// One run as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One run as stored: a row of `runs` with its tags ([`RunRecord`] is what answers carry).
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunRow {
     pub id: RunId,
     /// Program and arguments, for a run given as argv.
@@ -201,10 +191,8 @@ pub struct RunRow {
     pub command: String,
     pub cwd: String,
     pub tags: BTreeMap<String, String>,
-    #[serde(with = "rfc3339")]
     pub started_at: DateTime<Utc>,
     /// `None` while the run is going.
-    #[serde(with = "rfc3339_opt")]
     pub ended_at: Option<DateTime<Utc>>,
     pub status: RunStatus,
     pub exit_code: Option<i32>,
@@ -225,6 +213,35 @@ pub struct RunRow {
     pub pid: Option<u32>,
     /// The first line the spill lacks when it stopped at its cap (`--max-spill`).
     pub spill_capped_at_line: Option<u64>,
+}
+
+/// The protocol's record of a run is mapped here, field by field, so that a column added to
+/// the schema reaches clients only when this says so.
+impl From<RunRow> for RunRecord {
+    fn from(row: RunRow) -> RunRecord {
+        RunRecord {
+            id: row.id,
+            argv: row.argv,
+            shell: row.shell,
+            command: row.command,
+            cwd: row.cwd,
+            tags: row.tags,
+            started_at: row.started_at,
+            ended_at: row.ended_at,
+            status: row.status,
+            exit_code: row.exit_code,
+            signal: row.signal,
+            total_lines: row.total_lines,
+            total_bytes: row.total_bytes,
+            truncated: row.truncated,
+            spill_path: row.spill_path,
+            spill_bytes: row.spill_bytes,
+            spill_complete: row.spill_complete,
+            spill_missing: row.spill_missing,
+            pid: row.pid,
+            spill_capped_at_line: row.spill_capped_at_line,
+        }
+    }
 }
 
 /// A run as it starts.
@@ -272,16 +289,6 @@ pub struct RecoveredRun {
 /// The command a recovered run is listed with: nobody recorded the real one.
 pub const RECOVERED_COMMAND: &str = "(not recorded: the daemon stopped as this run started)";
 
-/// Which runs `history` keeps, by status.
-#[derive(Debug, Clone)]
-pub enum StatusFilter {
-    /// Exactly this status.
-    Is(RunStatus),
-    /// Not (exited with code 0): exited non-zero, signaled, timed_out, killed, interrupted.
-    /// Running runs, and runs that exited without a code (truncate's), are not failed.
-    Failed,
-}
-
 /// What `history` returns; every condition given must hold.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryFilter {
@@ -296,23 +303,6 @@ pub struct HistoryFilter {
     pub tags: Vec<(String, String)>,
     /// At most this many runs; 0 means 50.
     pub limit: usize,
-}
-
-/// Totals over the whole index.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IndexStats {
-    /// Number of runs per status (`exited`, `running`, ...); statuses with none are absent.
-    pub runs_by_status: BTreeMap<String, u64>,
-    /// Size of the spills not known to be missing: as recorded for finished runs, as on disk
-    /// now for running ones.
-    pub spill_bytes: u64,
-    /// Start of the oldest and the newest run.
-    #[serde(with = "rfc3339_opt")]
-    pub oldest: Option<DateTime<Utc>>,
-    #[serde(with = "rfc3339_opt")]
-    pub newest: Option<DateTime<Utc>>,
-    /// The database and its write-ahead log on disk.
-    pub database_bytes: u64,
 }
 
 impl Index {
@@ -1059,7 +1049,7 @@ fn to_time(column: usize, ms: i64) -> rusqlite::Result<DateTime<Utc>> {
 
 fn read_status(row: &Row<'_>, column: usize) -> rusqlite::Result<RunStatus> {
     let text: String = row.get(column)?;
-    STATUSES
+    RunStatus::ALL
         .into_iter()
         .find(|status| status.as_str() == text)
         .ok_or_else(|| bad_column(column, format!("unknown run status {text:?}")))
@@ -1093,42 +1083,6 @@ fn int(n: impl TryInto<i64>) -> i64 {
 /// A stored count back; a negative one (never written) reads as 0.
 fn unsigned(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
-}
-
-/// Times in JSON: RFC 3339 in UTC with milliseconds, like the protocol's events.
-pub(crate) mod rfc3339 {
-    use chrono::{DateTime, SecondsFormat, Utc};
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
-        let text = String::deserialize(d)?;
-        DateTime::parse_from_rfc3339(&text)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-/// [`rfc3339`] for an optional time (`null` when absent).
-pub(crate) mod rfc3339_opt {
-    use chrono::{DateTime, Utc};
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
-        match t {
-            Some(t) => super::rfc3339::serialize(t, s),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
-        #[derive(Deserialize)]
-        struct Time(#[serde(with = "super::rfc3339")] DateTime<Utc>);
-        Ok(Option::<Time>::deserialize(d)?.map(|Time(t)| t))
-    }
 }
 
 #[cfg(test)]
@@ -1512,15 +1466,15 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn rows_serialise_times_as_rfc3339() {
+    fn records_serialise_times_as_rfc3339() {
         let (_dir, mut index) = open_temp();
         index.insert_run(&new_run(1, at(0))).unwrap();
-        let row = index.get(&id(1)).unwrap().unwrap();
+        let row = RunRecord::from(index.get(&id(1)).unwrap().unwrap());
         let json = serde_json::to_value(&row).unwrap();
         assert_eq!(json["started_at"], "2026-01-01T00:00:00.000Z");
         assert_eq!(json["ended_at"], serde_json::Value::Null);
         assert_eq!(json["status"], "running");
-        let back: RunRow = serde_json::from_value(json).unwrap();
+        let back: RunRecord = serde_json::from_value(json).unwrap();
         assert_eq!(back, row);
     }
 

@@ -14,8 +14,7 @@
 
 use std::fmt::Write as _;
 
-use crate::preview::Preview;
-use crate::protocol::{LimitHit, StoppedProcess};
+use crate::protocol::{LimitHit, Preview, StoppedProcess};
 use crate::supervisor::limits::hit_notice;
 
 /// Most stopped processes named in the notice (the JSON lists all).

@@ -25,7 +25,8 @@ use crate::capture::{Capture, Limits};
 use crate::highlight::Patterns;
 use crate::input::{Input, InputError, Keys};
 use crate::normalise::Normaliser;
-use crate::preview::{CliSteps, Direction, Preview};
+use crate::preview::CliSteps;
+use crate::protocol::{Direction, Preview};
 use crate::snapshot::{self, Cursor};
 
 /// Raw chunks a raw stream may fall behind by before it loses some (at most 4 KiB each from

@@ -15,8 +15,8 @@ use crate::cli::{OutputArgs, RedactFlag, exit_code, parse_duration, print_exit, 
 use crate::client::Connection;
 use crate::ops::{ask, command_table, print_json, unexpected};
 use crate::protocol::{
-    Event, ExitEvent, FollowRequest, KillRequest, LiveRun, PsRequest, RunId, RunningEvent,
-    SendRequest, StreamMode, WaitRequest, request_line,
+    Event, ExitEvent, FollowRequest, KillRequest, KillSignal, LiveRun, PsRequest, Request, RunId,
+    RunningEvent, SendRequest, StreamMode, WaitRequest,
 };
 
 /// Exit code of `run --yield` and `wait` when the command is still running (`EX_TEMPFAIL`:
@@ -152,7 +152,7 @@ pub struct KillArgs {
     /// The signal for the whole process group: a name (TERM, INT, KILL, HUP, ...) or a number.
     /// SIGKILL follows after the daemon's kill grace if the command is still running.
     #[arg(long, short = 's', value_name = "SIGNAL", default_value = "TERM")]
-    signal: String,
+    signal: KillSignal,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -257,7 +257,7 @@ pub fn wait(args: WaitArgs) -> Result<ExitCode> {
         until_port: args.until.until_port,
     };
     let endpoint = args.output.endpoint.resolve()?;
-    match ask(&endpoint, "wait", &request)? {
+    match ask(&endpoint, Request::Wait(request))? {
         Event::Running(running) => print_running(&running, args.output.json),
         Event::Exit(exit) => print_exit(&exit, args.output.json),
         other => Err(unexpected(&other)),
@@ -290,7 +290,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                 .max(1),
         ),
     };
-    let event = ask(&args.output.endpoint.resolve()?, "send", &request)?;
+    let event = ask(&args.output.endpoint.resolve()?, Request::Send(request))?;
     if args.output.json {
         return print_json(&event);
     }
@@ -307,7 +307,7 @@ pub fn kill(args: KillArgs) -> Result<ExitCode> {
         id: args.id,
         signal: Some(args.signal),
     };
-    let event = ask(&args.output.endpoint.resolve()?, "kill", &request)?;
+    let event = ask(&args.output.endpoint.resolve()?, Request::Kill(request))?;
     if args.output.json {
         return print_json(&event);
     }
@@ -330,7 +330,7 @@ pub fn follow(args: FollowArgs) -> Result<ExitCode> {
         from_line: args.from_line,
     };
     let mut connection = Connection::open(&args.output.endpoint.resolve()?)?;
-    connection.send(&request_line("follow", &request))?;
+    connection.send(&Request::Follow(request))?;
     let json = args.output.json;
     let mut out = io::stdout().lock();
     loop {
@@ -520,7 +520,7 @@ pub fn ps(args: PsArgs) -> Result<ExitCode> {
     let request = PsRequest {
         tags: args.tags.into_iter().collect(),
     };
-    let event = ask(&args.output.endpoint.resolve()?, "ps", &request)?;
+    let event = ask(&args.output.endpoint.resolve()?, Request::Ps(request))?;
     if args.output.json {
         return print_json(&event);
     }
@@ -563,8 +563,9 @@ fn ps_table(runs: &[LiveRun]) -> String {
 mod tests {
     use super::*;
     use crate::capture::{Capture, Limits, SpillPolicy};
-    use crate::preview::{CliSteps, Direction, Preview};
+    use crate::preview::CliSteps;
     use crate::protocol::RunStatus;
+    use crate::protocol::{Direction, Preview};
 
     fn empty_preview() -> Preview {
         let mut capture = Capture::new(Limits::default(), SpillPolicy::Never);

@@ -10,20 +10,19 @@ use anyhow::{Result, bail};
 use bytesize::ByteSize;
 use chrono::{DateTime, Local, Utc};
 use comfy_table::{Cell, CellAlignment, Table, presets};
-use serde::Serialize;
 
 use crate::client::{Connection, Endpoint};
 use crate::grep::MAX_LINE_CHARS;
-use crate::index::RunRow;
+use crate::protocol::RunRecord;
 use crate::protocol::{
-    Event, GrepRequest, HistoryRequest, PurgeRequest, RunStatus, ShowRequest, request_line,
+    Event, GrepRequest, HistoryRequest, PurgeRequest, Request, RunStatus, ShowRequest,
 };
 use crate::redact::notice_line;
 
 /// Sends one request and returns its answer; an `error` event becomes an error.
-pub(crate) fn ask(endpoint: &Endpoint, op: &str, body: &impl Serialize) -> Result<Event> {
+pub(crate) fn ask(endpoint: &Endpoint, request: Request) -> Result<Event> {
     let mut connection = Connection::open(endpoint)?;
-    connection.send(&request_line(op, body))?;
+    connection.send(&request)?;
     match connection.next_event()? {
         Event::Error(error) => bail!("{}", error.message),
         event => Ok(event),
@@ -45,7 +44,7 @@ pub(crate) fn unexpected(event: &Event) -> anyhow::Error {
 }
 
 pub fn history(endpoint: &Endpoint, request: &HistoryRequest, json: bool) -> Result<ExitCode> {
-    let event = ask(endpoint, "history", request)?;
+    let event = ask(endpoint, Request::History(request.clone()))?;
     if json {
         return print_json(&event);
     }
@@ -62,7 +61,7 @@ pub fn history(endpoint: &Endpoint, request: &HistoryRequest, json: bool) -> Res
 }
 
 /// An aligned table, the command cut to what is left of the terminal's width.
-fn history_table(runs: &[RunRow]) -> String {
+fn history_table(runs: &[RunRecord]) -> String {
     let rows: Vec<[String; 6]> = runs
         .iter()
         .map(|r| {
@@ -178,7 +177,7 @@ pub(crate) fn duration(d: chrono::Duration) -> String {
     }
 }
 
-fn status_text(r: &RunRow) -> String {
+fn status_text(r: &RunRecord) -> String {
     match (r.status, r.exit_code, r.signal) {
         (RunStatus::Exited, Some(code), _) => format!("exit {code}"),
         (RunStatus::Signaled, _, Some(signal)) => format!("signal {signal}"),
@@ -198,7 +197,7 @@ pub enum ShowStyle {
 }
 
 pub fn show(endpoint: &Endpoint, request: &ShowRequest, style: ShowStyle) -> Result<ExitCode> {
-    let event = ask(endpoint, "show", request)?;
+    let event = ask(endpoint, Request::Show(request.clone()))?;
     if style == ShowStyle::Json {
         return print_json(&event);
     }
@@ -258,7 +257,7 @@ pub fn show(endpoint: &Endpoint, request: &ShowRequest, style: ShowStyle) -> Res
 /// Prints matches as `grep -n` does (`N:` a match, `N-` context, and `--` between groups when
 /// there is context); exits 1 when nothing matched, like grep.
 pub fn grep(endpoint: &Endpoint, request: &GrepRequest, json: bool) -> Result<ExitCode> {
-    let event = ask(endpoint, "grep", request)?;
+    let event = ask(endpoint, Request::Grep(request.clone()))?;
     let Event::Grep(found) = &event else {
         return Err(unexpected(&event));
     };
@@ -302,7 +301,7 @@ pub fn grep(endpoint: &Endpoint, request: &GrepRequest, json: bool) -> Result<Ex
 }
 
 pub fn stats(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
-    let event = ask(endpoint, "stats", &serde_json::Map::new())?;
+    let event = ask(endpoint, Request::Stats)?;
     if json {
         return print_json(&event);
     }
@@ -343,7 +342,7 @@ pub fn stats(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
 }
 
 pub fn purge(endpoint: &Endpoint, request: &PurgeRequest, json: bool) -> Result<ExitCode> {
-    let event = ask(endpoint, "purge", request)?;
+    let event = ask(endpoint, Request::Purge(request.clone()))?;
     if json {
         return print_json(&event);
     }

@@ -9,94 +9,20 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use std::collections::HashSet;
 
-use crate::capture::{CaptureView, SpillCap, SpillProblem};
+use crate::capture::{CaptureView, SpillProblem};
 use crate::highlight::kind_of;
 use crate::outline::{Fold, Segment};
-use crate::redact::{Counts, Redactor, notice_line};
+use crate::redact::{Redactor, notice_line};
 
 #[cfg(test)]
 mod needle_tests;
 mod pick;
 mod unfold;
+use crate::protocol::{Counts, Direction, LimitKind, LineRange, PartialLine, Preview};
 use pick::{Highlight, choose_highlights};
 use unfold::{Room, open_folds};
-
-/// Which part of a long output the preview keeps.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// The first lines: where a compiler's root-cause error usually is.
-    Head,
-    /// The last lines: where a run's result and final error usually are.
-    Tail,
-    /// The first and last lines around an elision marker, each end given half the budget.
-    #[default]
-    Both,
-}
-
-/// The limit that cut the output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LimitKind {
-    Lines,
-    Bytes,
-    /// The model-token budget (`max_tokens`), when one was given and it was the one that cut.
-    Tokens,
-}
-
-/// A 1-based inclusive range of spill lines that appears whole in the preview.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LineRange {
-    pub first: u64,
-    pub last: u64,
-}
-
-/// A single line too long for the byte budget, of which only part is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartialLine {
-    pub line: u64,
-    pub shown_bytes: u64,
-    pub line_bytes: u64,
-}
-
-/// The preview of one output: serialised by `--json` with exactly these fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Preview {
-    pub truncated: bool,
-    /// The text to show: the output itself when it fits, else the kept lines, the elision
-    /// marker and the notice.
-    pub content: String,
-    pub spill_path: Option<String>,
-    pub total_lines: u64,
-    pub total_bytes: u64,
-    pub truncated_by: Option<LimitKind>,
-    pub shown: Vec<LineRange>,
-    pub omitted_lines: u64,
-    pub partial_line: Option<PartialLine>,
-    /// Set when the spill file stopped at its cap (`--max-spill`) before the output ended;
-    /// left out of the JSON otherwise, so the documented shape stays exact.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spill_capped: Option<SpillCap>,
-    /// Secrets redacted from `content`, by kind (see [`Preview::redact`]); left out of the
-    /// JSON when none were.
-    #[serde(default, skip_serializing_if = "Counts::is_empty")]
-    pub redactions: Counts,
-}
 
 /// How a notice words the next step, so each front end can name the commands or tools its
 /// reader can actually call.

@@ -31,10 +31,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use serde::{Deserialize, Serialize};
 
-use crate::index::{Cursor, INDEX_FILE, Index, IndexError, SpillRecord, rfc3339};
-use crate::protocol::RunId;
+use crate::index::{Cursor, INDEX_FILE, Index, IndexError, SpillRecord};
+use crate::protocol::{OrphanFile, PurgeReport, PurgedRun, RunId};
 
 /// Finished runs older than this (by start) are purged: 7 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -65,42 +64,6 @@ impl Default for PurgePolicy {
             orphan_grace: DEFAULT_ORPHAN_GRACE,
         }
     }
-}
-
-/// A run that was (or, in a dry run, would be) purged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PurgedRun {
-    pub id: RunId,
-    pub spill_path: Option<String>,
-    /// Size of the spill file removed (0 when it was already gone).
-    pub bytes: u64,
-    #[serde(with = "rfc3339")]
-    pub started_at: DateTime<Utc>,
-}
-
-/// A file in `spills/` that no run names, removed (or to be).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OrphanFile {
-    pub path: String,
-    pub bytes: u64,
-}
-
-/// What one pass did, or in a dry run would do.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PurgeReport {
-    pub dry_run: bool,
-    /// Runs past the retention, oldest first.
-    pub expired: Vec<PurgedRun>,
-    /// Runs evicted to get under the quota, oldest first.
-    pub evicted: Vec<PurgedRun>,
-    pub orphans: Vec<OrphanFile>,
-    /// Runs whose spill file was found gone.
-    pub marked_missing: Vec<RunId>,
-    /// Bytes of files removed.
-    pub freed_bytes: u64,
-    /// The spills' total after the pass, as the quota counts it.
-    pub spill_bytes_after: u64,
-    pub max_disk: u64,
 }
 
 /// One purge pass: TTL, then missing files, then quota, then orphans. Errors removing one file

@@ -36,12 +36,12 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::highlight::Patterns;
-use crate::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow, StatusFilter};
+use crate::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow};
 use crate::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, ExitEvent, HistoryEvent, HistoryRequest, MAX_REQUEST_BYTES,
-    PROTOCOL_VERSION, PongEvent, PurgeRequest, Request, RunId, RunRequest, RunStatus, ShowEvent,
-    ShowRequest, StatsEvent, StreamMode, parse_request,
+    PROTOCOL_VERSION, PongEvent, PurgeReport, PurgeRequest, Request, RunId, RunRecord, RunRequest,
+    ShowEvent, ShowRequest, StatsEvent, StreamMode, parse_request,
 };
 use crate::purge::{self, PurgePolicy};
 use crate::read::{self, ReadError, ReadRequest};
@@ -182,7 +182,7 @@ impl Daemon {
     }
 
     /// Runs one purge pass (retention, quota, orphans) and logs what went.
-    pub async fn purge(&self, request: PurgeRequest) -> Result<purge::PurgeReport, ErrorEvent> {
+    pub async fn purge(&self, request: PurgeRequest) -> Result<PurgeReport, ErrorEvent> {
         let mut policy = self.policy.clone();
         if let Some(ms) = request.older_than_ms {
             policy.retention = Duration::from_millis(ms);
@@ -580,41 +580,20 @@ fn bad_request(message: String) -> ErrorEvent {
 const MAX_HISTORY: usize = 10_000;
 
 async fn history(r: HistoryRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
-    let time = |field: &str, text: Option<String>| {
-        text.map(|t| {
-            chrono::DateTime::parse_from_rfc3339(&t)
-                .map(|t| t.with_timezone(&chrono::Utc))
-                .map_err(|e| {
-                    bad_request(format!("{field} must be an RFC 3339 time, got {t:?}: {e}"))
-                })
-        })
-        .transpose()
-    };
-    let status = match r.status.as_deref() {
-        None => None,
-        Some("failed") => Some(StatusFilter::Failed),
-        Some(name) => Some(StatusFilter::Is(parse_status(name)?)),
-    };
     let filter = HistoryFilter {
-        since: time("since", r.since)?,
-        until: time("until", r.until)?,
-        status,
+        since: r.since,
+        until: r.until,
+        status: r.status,
         command_contains: r.command,
         tags: r.tags.into_iter().collect(),
         limit: r.limit.unwrap_or(0).min(MAX_HISTORY),
     };
-    let runs = daemon
+    let rows = daemon
         .with_index(move |index| index.history(&filter))
         .await?;
-    Ok(Event::History(HistoryEvent { runs }))
-}
-
-fn parse_status(name: &str) -> Result<RunStatus, ErrorEvent> {
-    serde_json::from_value(serde_json::Value::String(name.to_string())).map_err(|_| {
-        bad_request(format!(
-            "unknown status {name:?}: expected failed, running, exited, signaled, timed_out, killed or interrupted"
-        ))
-    })
+    Ok(Event::History(HistoryEvent {
+        runs: rows.into_iter().map(RunRecord::from).collect(),
+    }))
 }
 
 /// Finds a run's record and the spill file it names, refusing any path outside the spills
@@ -674,7 +653,7 @@ async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
         })?;
     Ok(Event::Show(Box::new(ShowEvent {
         redactions: BTreeMap::new(),
-        run,
+        run: run.into(),
         next_offset: page.has_more().then_some(page.last + 1),
         text: page.text,
         first: page.first,

@@ -15,7 +15,8 @@ use std::path::Path;
 
 use crate::capture::{Capture, CaptureView, Limits, SpillPolicy};
 use crate::highlight::Patterns;
-use crate::preview::{CliSteps, Direction, Offset, Preview};
+use crate::preview::{CliSteps, Offset};
+use crate::protocol::{Direction, Preview};
 
 /// The preview of `view` as if `pending` (a line still being written, without its newline)
 /// had been captured too. A `pending` that holds a newline is not a pending line: it is left
@@ -202,7 +203,7 @@ pub fn range_preview(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::preview::LineRange;
+    use crate::protocol::LineRange;
     use proptest::prelude::*;
 
     fn capture_of(limits: Limits, text: &str) -> Capture {

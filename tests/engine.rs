@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use spillway::capture::{Capture, Limits, SpillPolicy};
 use spillway::normalise::{NormaliseOptions, normalise};
-use spillway::preview::Direction;
+use spillway::protocol::Direction;
 use spillway::spill::DataDir;
 
 use crate::invariants::{EngineCase, engine};
@@ -148,7 +148,7 @@ fn log_line_runs() -> impl Strategy<Value = String> {
 fn previews_through_the_daemon_hold_rules_one_to_three_and_five() {
     use crate::helper::daemon::TestDaemon;
     use proptest::test_runner::{Config, TestRunner};
-    use spillway::preview::Preview;
+    use spillway::protocol::Preview;
 
     let daemon = TestDaemon::start();
     let input_dir = tempfile::tempdir().unwrap();

@@ -14,8 +14,9 @@ use std::path::Path;
 use spillway::capture::{Capture, Limits, SpillPolicy};
 use spillway::highlight::Patterns;
 use spillway::normalise::{NormaliseOptions, Normaliser, normalise};
-use spillway::preview::{CliSteps, Direction, LimitKind, LineRange, NextStep, Preview};
-use spillway::protocol::{Event, Request, parse_request, request_line};
+use spillway::preview::{CliSteps, NextStep};
+use spillway::protocol::{Direction, LimitKind, LineRange, Preview};
+use spillway::protocol::{Event, Request, parse_request};
 use spillway::spill::DataDir;
 
 // ---------------------------------------------------------------------------------------
@@ -174,23 +175,9 @@ fn assert_one_line(line: &str) {
     assert_eq!(line.matches('\n').count(), 1, "{line:?} is not one line");
 }
 
-/// The line a client sends for `request` (`request_line`, with the op it names).
+/// The line a client sends for `request`.
 fn encode(request: &Request) -> String {
-    let none = serde_json::Map::new();
-    match request {
-        Request::Run(r) => request_line("run", r.as_ref()),
-        Request::Ping => request_line("ping", &none),
-        Request::History(r) => request_line("history", r),
-        Request::Show(r) => request_line("show", r),
-        Request::Grep(r) => request_line("grep", r),
-        Request::Stats => request_line("stats", &none),
-        Request::Purge(r) => request_line("purge", r),
-        Request::Wait(r) => request_line("wait", r),
-        Request::Send(r) => request_line("send", r),
-        Request::Follow(r) => request_line("follow", r),
-        Request::Ps(r) => request_line("ps", r),
-        Request::Kill(r) => request_line("kill", r),
-    }
+    request.to_line()
 }
 
 // ---------------------------------------------------------------------------------------

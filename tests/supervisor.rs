@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use spillway::capture::Limits;
-use spillway::preview::Direction;
+use spillway::protocol::Direction;
 use spillway::protocol::{RunId, RunStatus};
 use spillway::spill::DataDir;
 use spillway::supervisor::{

@@ -24,7 +24,6 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
-use serde::Serialize;
 
 pub use params::{
     BashParams, GrepParams, HistoryParams, KillParams, ReadParams, SendParams, WaitParams,
@@ -33,8 +32,8 @@ pub use steps::McpSteps;
 
 use crate::client::{Connection, Endpoint};
 use crate::protocol::{
-    ErrorEvent, Event, GrepRequest, HistoryRequest, KillRequest, RunRequest, SendRequest,
-    ShowRequest, WaitRequest, request_line,
+    ErrorEvent, Event, GrepRequest, HistoryRequest, KillRequest, Request, RunRequest, SendRequest,
+    ShowRequest, WaitRequest,
 };
 
 /// What the server tells the model about itself when a session starts.
@@ -98,11 +97,11 @@ fn error_message(error: &ErrorEvent) -> String {
 
 /// Sends one request line and returns the answer that ends it (not `started`, which only
 /// announces a run); blocking, for tokio's blocking pool.
-fn ask_blocking(endpoint: &Endpoint, line: &str) -> Result<Event, String> {
+fn ask_blocking(endpoint: &Endpoint, request: &Request) -> Result<Event, String> {
     let mut connection = Connection::open(endpoint)
         .map_err(|e| format!("spillway: the daemon is unreachable: {e:#}"))?;
     connection
-        .send(line)
+        .send(request)
         .map_err(|e| format!("spillway: {e:#}"))?;
     loop {
         match connection.next_event() {
@@ -159,10 +158,9 @@ impl SpillwayMcp {
 
     /// One request to the daemon, off the async runtime (the client is synchronous, and a
     /// run may take as long as its command).
-    async fn ask(&self, op: &'static str, body: &impl Serialize) -> Result<Event, String> {
+    async fn ask(&self, request: Request) -> Result<Event, String> {
         let endpoint = Arc::clone(&self.endpoint);
-        let line = request_line(op, body);
-        tokio::task::spawn_blocking(move || ask_blocking(&endpoint, &line))
+        tokio::task::spawn_blocking(move || ask_blocking(&endpoint, &request))
             .await
             .map_err(|e| format!("spillway: internal error: {e}"))?
     }
@@ -170,11 +168,10 @@ impl SpillwayMcp {
     /// Like [`Self::ask`], with the answer or the error made a tool result.
     async fn call(
         &self,
-        op: &'static str,
-        body: &impl Serialize,
+        request: Request,
         answer: impl FnOnce(Event) -> CallToolResult,
     ) -> CallToolResult {
-        match self.ask(op, body).await {
+        match self.ask(request).await {
             Ok(event) => answer(event),
             Err(message) => failure(message),
         }
@@ -238,17 +235,13 @@ fn run_request(p: BashParams) -> Result<RunRequest, String> {
 
 /// The request `history` sends.
 fn history_request(p: HistoryParams) -> Result<HistoryRequest, String> {
-    let since = p
-        .since
-        .as_deref()
-        .map(crate::cli::parse_when)
-        .transpose()?
-        .map(|t| t.to_rfc3339());
+    let since = p.since.as_deref().map(crate::cli::parse_when).transpose()?;
+    let status = p.status.as_deref().map(str::parse).transpose()?;
     Ok(HistoryRequest {
         no_redact: false,
         since,
         until: None,
-        status: p.status,
+        status,
         command: p.command,
         tags: p.tags,
         limit: Some(p.limit.unwrap_or(20)),
@@ -262,7 +255,7 @@ impl SpillwayMcp {
     )]
     async fn bash(&self, Parameters(p): Parameters<BashParams>) -> CallToolResult {
         match run_request(p) {
-            Ok(request) => self.call("run", &request, run_result).await,
+            Ok(request) => self.call(Request::Run(Box::new(request)), run_result).await,
             Err(message) => failure(message),
         }
     }
@@ -282,7 +275,7 @@ impl SpillwayMcp {
             limit: p.limit,
             max_bytes: None,
         };
-        self.call("show", &request, |event| match event {
+        self.call(Request::Show(request), |event| match event {
             Event::Show(page) => success(text::show_text(&page)),
             other => unexpected(&other),
         })
@@ -306,7 +299,7 @@ impl SpillwayMcp {
             context,
             max_count: p.max_count,
         };
-        self.call("grep", &request, |event| match event {
+        self.call(Request::Grep(request), |event| match event {
             Event::Grep(found) => success(text::grep_text(&found, &p.pattern, context)),
             other => unexpected(&other),
         })
@@ -332,7 +325,7 @@ impl SpillwayMcp {
             },
             (Err(message), _) | (_, Err(message)) => return failure(message),
         };
-        self.call("wait", &request, run_result).await
+        self.call(Request::Wait(request), run_result).await
     }
 
     #[tool(
@@ -350,7 +343,7 @@ impl SpillwayMcp {
             eof: p.eof,
             timeout_ms: None,
         };
-        self.call("send", &request, |event| match event {
+        self.call(Request::Send(request), |event| match event {
             Event::Sent(sent) => success(text::sent_text(&sent)),
             other => unexpected(&other),
         })
@@ -365,12 +358,16 @@ impl SpillwayMcp {
             Ok(id) => id,
             Err(message) => return failure(message),
         };
+        let signal = match p.signal.as_deref().map(str::parse).transpose() {
+            Ok(signal) => signal,
+            Err(message) => return failure(message),
+        };
         let request = KillRequest {
             no_redact: false,
             id,
-            signal: p.signal,
+            signal,
         };
-        self.call("kill", &request, run_result).await
+        self.call(Request::Kill(request), run_result).await
     }
 
     #[tool(
@@ -379,7 +376,7 @@ impl SpillwayMcp {
     async fn history(&self, Parameters(p): Parameters<HistoryParams>) -> CallToolResult {
         match history_request(p) {
             Ok(request) => {
-                self.call("history", &request, |event| match event {
+                self.call(Request::History(request), |event| match event {
                     Event::History(history) => success(text::history_text(&history)),
                     other => unexpected(&other),
                 })
@@ -421,7 +418,7 @@ mod tests {
             socket: "/proc/spillway-none/s.sock".into(),
             data_dir: "/proc/spillway-none".into(),
         };
-        let message = ask_blocking(&endpoint, "{}\n").unwrap_err();
+        let message = ask_blocking(&endpoint, &Request::Ping).unwrap_err();
         assert!(message.contains("the daemon is unreachable"), "{message}");
     }
 

@@ -4,10 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::protocol::Direction;
 use schemars::JsonSchema;
 use serde::Deserialize;
-
-use crate::preview::Direction;
 
 /// Arguments of `bash`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use crate::preview::{CliSteps, NextStep, Preview};
-use crate::protocol::RunId;
+use crate::preview::{CliSteps, NextStep};
+use crate::protocol::{Preview, RunId};
 
 use super::text::json_string;
 
@@ -44,7 +44,7 @@ pub fn reword(preview: &mut Preview, id: &RunId) {
 mod tests {
     use super::*;
     use crate::capture::{Capture, Limits, SpillPolicy};
-    use crate::preview::Direction;
+    use crate::protocol::Direction;
     use crate::spill::DataDir;
 
     fn id() -> RunId {

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::grep::MAX_LINE_CHARS;
-use crate::index::RunRow;
+use crate::protocol::RunRecord;
 use crate::protocol::{
     ExitEvent, GrepEvent, HistoryEvent, RunId, RunStatus, RunningEvent, SentEvent, ShowEvent,
 };
@@ -192,7 +192,7 @@ pub fn history_text(history: &HistoryEvent) -> String {
     text
 }
 
-fn status_text(run: &RunRow) -> String {
+fn status_text(run: &RunRecord) -> String {
     match (run.status, run.exit_code, run.signal) {
         (RunStatus::Exited, Some(code), _) => format!("exit {code}"),
         (_, _, Some(signal)) => format!("{} (signal {signal})", run.status.as_str()),
@@ -213,7 +213,7 @@ pub fn parse_id(id: &str) -> Result<RunId, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::preview::Preview;
+    use crate::protocol::Preview;
 
     fn preview(content: &str, total_lines: u64) -> Preview {
         Preview {

@@ -79,7 +79,7 @@ pub(super) async fn grep(r: GrepRequest, daemon: &Daemon) -> Result<Event, Error
     let result = searched.map_err(|e| internal(format!("grep task failed: {e}")))??;
     Ok(Event::Grep(Box::new(GrepEvent {
         redactions: Default::default(),
-        run,
+        run: run.into(),
         result,
         max_count,
     })))

@@ -36,11 +36,11 @@ use crate::highlight::Patterns;
 use crate::index::{NewRun, RunRow, display_command};
 use crate::input::{DEFAULT_SEND_TIMEOUT, InputError, Keys};
 use crate::live::{Live, SendError, Shape};
-use crate::preview::{CliSteps, Direction, Preview};
+use crate::preview::CliSteps;
 use crate::protocol::{
-    ErrorCode, ErrorEvent, Event, ExitEvent, FollowRequest, KillRequest, LaggedEvent, LiveRun,
-    OutputEvent, PsEvent, PsRequest, RawEvent, RunId, RunRequest, RunStatus, RunningEvent,
-    SendRequest, SentEvent, StartedEvent, StreamMode, WaitRequest,
+    Direction, ErrorCode, ErrorEvent, Event, ExitEvent, FollowRequest, KillRequest, KillSignal,
+    LaggedEvent, LiveRun, OutputEvent, Preview, PsEvent, PsRequest, RawEvent, RunId, RunRequest,
+    RunStatus, RunningEvent, SendRequest, SentEvent, StartedEvent, StreamMode, WaitRequest,
 };
 use crate::readiness::Until;
 use crate::snapshot::{Cursor, RangeCapture};
@@ -759,7 +759,7 @@ pub(super) async fn send_input(request: SendRequest, daemon: &Daemon) -> Result<
 
 /// `kill`: signals a run's process group and answers with its exit once it has ended.
 pub(super) async fn kill(request: KillRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
-    let signal = parse_signal(request.signal.as_deref().unwrap_or("TERM"))?;
+    let KillSignal(signal) = request.signal.unwrap_or_default();
     let entry = running_run(&request.id, daemon, "be signalled").await?;
     let _delivery = daemon.delivery();
     tracing::info!(id = %entry.id, signal = signal.as_str(), "kill requested");
@@ -773,31 +773,6 @@ pub(super) async fn kill(request: KillRequest, daemon: &Daemon) -> Result<Event,
             patience.as_secs()
         ))),
     }
-}
-
-/// `TERM`, `SIGTERM`, `term` or `15`.
-fn parse_signal(text: &str) -> Result<Signal, ErrorEvent> {
-    let bad = || {
-        error(
-            ErrorCode::BadRequest,
-            format!(
-                "unknown signal {text:?}: give a name such as TERM, INT, KILL, HUP or a number"
-            ),
-        )
-    };
-    let signal = match text.trim().parse::<i32>() {
-        Ok(number) => Signal::try_from(number).map_err(|_| bad())?,
-        Err(_) => {
-            let upper = text.trim().to_ascii_uppercase();
-            let name = if upper.starts_with("SIG") {
-                upper
-            } else {
-                format!("SIG{upper}")
-            };
-            name.parse::<Signal>().map_err(|_| bad())?
-        }
-    };
-    Ok(signal)
 }
 
 /// `ps`: the running commands, oldest first.
@@ -1062,20 +1037,4 @@ async fn send_raw(
     let data = String::from_utf8_lossy(&carry[..cut]).into_owned();
     carry.drain(..cut);
     send(write, &Event::Raw(RawEvent { data })).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn signals_by_name_or_number() {
-        assert_eq!(parse_signal("TERM").unwrap(), Signal::SIGTERM);
-        assert_eq!(parse_signal("sigint").unwrap(), Signal::SIGINT);
-        assert_eq!(parse_signal("9").unwrap(), Signal::SIGKILL);
-        assert_eq!(parse_signal(" hup ").unwrap(), Signal::SIGHUP);
-        for bad in ["", "NOPE", "0", "999", "-1"] {
-            assert!(parse_signal(bad).is_err(), "{bad}");
-        }
-    }
 }

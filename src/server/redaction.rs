@@ -3,9 +3,8 @@
 //! place every event passes (`send`) calls [`redacted`], so no answer can forget it; the spill
 //! files keep every byte. A request's `no_redact` or the daemon's `--no-redact` turns it off.
 
-use crate::grep::GrepLine;
-use crate::protocol::Event;
-use crate::redact::{Counts, Redactor};
+use crate::protocol::{Counts, Event, GrepLine};
+use crate::redact::Redactor;
 
 /// `event` with the credentials in its text replaced, when it carries any text.
 pub(super) fn redacted(event: &Event, redactor: &Redactor) -> Option<Event> {

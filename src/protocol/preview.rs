@@ -1,0 +1,90 @@
+//! A preview as it travels: the text the model sees and the facts about what it left out.
+//! The engine builds it; every front end shows it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Secrets redacted from a text, by kind.
+pub type Counts = BTreeMap<String, u64>;
+
+/// Which part of a long output the preview keeps.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// The first lines: where a compiler's root-cause error usually is.
+    Head,
+    /// The last lines: where a run's result and final error usually are.
+    Tail,
+    /// The first and last lines around an elision marker, each end given half the budget.
+    #[default]
+    Both,
+}
+
+/// The limit that cut the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitKind {
+    Lines,
+    Bytes,
+    /// The model-token budget (`max_tokens`), when one was given and it was the one that cut.
+    Tokens,
+}
+
+/// A 1-based inclusive range of spill lines that appears whole in the preview.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineRange {
+    pub first: u64,
+    pub last: u64,
+}
+
+/// A single line too long for the byte budget, of which only part is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialLine {
+    pub line: u64,
+    pub shown_bytes: u64,
+    pub line_bytes: u64,
+}
+
+/// The preview of one output: serialised by `--json` with exactly these fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preview {
+    pub truncated: bool,
+    /// The text to show: the output itself when it fits, else the kept lines, the elision
+    /// marker and the notice.
+    pub content: String,
+    pub spill_path: Option<String>,
+    pub total_lines: u64,
+    pub total_bytes: u64,
+    pub truncated_by: Option<LimitKind>,
+    pub shown: Vec<LineRange>,
+    pub omitted_lines: u64,
+    pub partial_line: Option<PartialLine>,
+    /// Set when the spill file stopped at its cap (`--max-spill`) before the output ended;
+    /// left out of the JSON otherwise, so the documented shape stays exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_capped: Option<SpillCap>,
+    /// Secrets redacted from `content`, by kind (see [`Preview::redact`]); left out of the
+    /// JSON when none were.
+    #[serde(default, skip_serializing_if = "Counts::is_empty")]
+    pub redactions: Counts,
+}
+
+/// A spill file that reached its cap: it holds the first `bytes` bytes of the output, which end
+/// inside or just before `line`, the first line it lacks (in part or whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpillCap {
+    pub bytes: u64,
+    pub line: u64,
+}

@@ -1,0 +1,127 @@
+//! Records of runs and of what the daemon did, as the protocol carries them. These are the
+//! protocol's own: storage maps its rows and reports to them, so a change of schema changes
+//! no answer unless the mapping says so.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::event::RunStatus;
+use super::run_id::RunId;
+use super::time::{rfc3339, rfc3339_opt};
+
+/// One run as recorded: the `history`, `show` and `grep` answers carry it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: RunId,
+    /// Program and arguments, for a run given as argv.
+    pub argv: Option<Vec<String>>,
+    /// The command line, for a run given as a shell string.
+    pub shell: Option<String>,
+    /// For display: argv shell-quoted and joined, or the shell string as is.
+    pub command: String,
+    pub cwd: String,
+    pub tags: BTreeMap<String, String>,
+    #[serde(with = "rfc3339")]
+    pub started_at: DateTime<Utc>,
+    /// `None` while the run is going.
+    #[serde(with = "rfc3339_opt")]
+    pub ended_at: Option<DateTime<Utc>>,
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Output counters; `None` until the run ends (and for interrupted runs).
+    pub total_lines: Option<u64>,
+    pub total_bytes: Option<u64>,
+    pub truncated: Option<bool>,
+    pub spill_path: Option<String>,
+    /// The spill's size as last recorded.
+    pub spill_bytes: u64,
+    /// Every byte of output reached the spill.
+    pub spill_complete: bool,
+    /// The spill file was found gone (deleted by hand, or a purge crashed half-way); the row
+    /// stays until the retention purge removes it.
+    pub spill_missing: bool,
+    /// The command's process id.
+    pub pid: Option<u32>,
+    /// The first line the spill lacks when it stopped at its cap (`--max-spill`).
+    pub spill_capped_at_line: Option<u64>,
+}
+
+/// Totals over the whole index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexStats {
+    /// Number of runs per status (`exited`, `running`, ...); statuses with none are absent.
+    pub runs_by_status: BTreeMap<String, u64>,
+    /// Size of the spills not known to be missing: as recorded for finished runs, as on disk
+    /// now for running ones.
+    pub spill_bytes: u64,
+    /// Start of the oldest and the newest run.
+    #[serde(with = "rfc3339_opt")]
+    pub oldest: Option<DateTime<Utc>>,
+    #[serde(with = "rfc3339_opt")]
+    pub newest: Option<DateTime<Utc>>,
+    /// The database and its write-ahead log on disk.
+    pub database_bytes: u64,
+}
+
+/// A run that was (or, in a dry run, would be) purged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PurgedRun {
+    pub id: RunId,
+    pub spill_path: Option<String>,
+    /// Size of the spill file removed (0 when it was already gone).
+    pub bytes: u64,
+    #[serde(with = "rfc3339")]
+    pub started_at: DateTime<Utc>,
+}
+
+/// A file in `spills/` that no run names, removed (or to be).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrphanFile {
+    pub path: String,
+    pub bytes: u64,
+}
+
+/// What one pass did, or in a dry run would do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PurgeReport {
+    pub dry_run: bool,
+    /// Runs past the retention, oldest first.
+    pub expired: Vec<PurgedRun>,
+    /// Runs evicted to get under the quota, oldest first.
+    pub evicted: Vec<PurgedRun>,
+    pub orphans: Vec<OrphanFile>,
+    /// Runs whose spill file was found gone.
+    pub marked_missing: Vec<RunId>,
+    /// Bytes of files removed.
+    pub freed_bytes: u64,
+    /// The spills' total after the pass, as the quota counts it.
+    pub spill_bytes_after: u64,
+    pub max_disk: u64,
+}
+
+/// One reported line: a match or context around one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrepLine {
+    /// 1-based line number in the spill.
+    pub line: u64,
+    /// The line, cut at a bounded number of characters with a marker when longer.
+    pub text: String,
+    /// A match (else context).
+    pub matched: bool,
+}
+
+/// What a search found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrepResult {
+    /// Matches and their context, in file order.
+    pub lines: Vec<GrepLine>,
+    /// Matches reported.
+    pub matches: usize,
+    /// The search stopped at `max_count` and at least one more line matches.
+    pub limit_hit: bool,
+    /// Some reported line was cut at [`MAX_LINE_CHARS`].
+    pub lines_cut: bool,
+}
