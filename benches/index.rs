@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use rusqlite::{Connection, params};
-use spillway::index::{HistoryFilter, INDEX_FILE, Index};
 use spillway::protocol::RunStatus;
 use spillway::protocol::StatusFilter;
-use spillway::purge::{PurgePolicy, purge};
+use spillway::storage::index::{HistoryFilter, INDEX_FILE, Index};
+use spillway::storage::purge::{PurgePolicy, purge};
 
 type BenchResult<T> = Result<T, Box<dyn Error>>;
 

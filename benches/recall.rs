@@ -19,10 +19,10 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use spillway::capture::{Capture, Limits, SpillPolicy};
-use spillway::highlight::Patterns;
-use spillway::normalise::{NormaliseOptions, normalise};
-use spillway::preview::CliSteps;
+use spillway::engine::capture::{Capture, Limits, SpillPolicy};
+use spillway::engine::highlight::Patterns;
+use spillway::engine::normalise::{NormaliseOptions, normalise};
+use spillway::engine::preview::CliSteps;
 use spillway::protocol::{Direction, Preview};
 
 #[derive(Debug, Deserialize)]

@@ -1,64 +1,26 @@
 //! spillway: run commands for AI agents and hand back a bounded preview of their output,
 //! keeping every byte on disk ("lossy for the model, lossless on disk").
 //!
-//! The data flows through one module per stage:
+//! The folders follow the data's way, each layer knowing only those below it:
 //!
-//! `client` (the CLI's side of the socket) -> `server` (socket, JSON Lines; `protocol` holds
-//! the message types both sides share) -> `supervisor` (PTY or pipe via `pty`, timeouts,
-//! process-group kills) -> `normalise` (terminal bytes -> clean text) -> `capture` (spill file
-//! + bounded head/tail + counters) -> `preview` (limits, notice) -> the `exit` event.
+//! - `client`: the command line, the MCP server and the agent hooks; each request goes over
+//!   the socket (`client::Connection`).
+//! - `daemon`: the per-user daemon's lifecycle (lock, socket, signals, idle exit, recovery
+//!   after a crash) and `daemon::server`, which reads requests and answers with events.
+//! - `supervisor`: one run's processes: the PTY or pipe, timeouts, limits, containment
+//!   (cgroup or `/proc`), kills, the reaper, and the reader that feeds the engine.
+//! - `engine`: normalise -> capture -> highlight and outline -> preview, with redaction and
+//!   token counts.
+//! - `storage`: spill files, the SQLite run index, the purge, and reading spills back.
+//! - `protocol`: the base layer: the messages client and daemon exchange, and the records
+//!   they carry; it imports nothing of the crate.
 //!
-//! `daemon` owns the daemon's lifecycle (the data directory's lock, socket claim, signals, idle
-//! exit), `recover` what it puts right after a daemon died, `space` the disk under the data
-//! directory (the floor and the reserve that keep the index writable), `config` where the
-//! socket is, `spill` the data directory and spill files, `read` paging through a spill, and
-//! `cli` the command-line edge.
-//!
-//! Runs in flight: `live` holds what a run's reader has made of its output so far (shared with
-//! the daemon), `snapshot` previews it while it goes on, `follow` tails its spill file, `input`
-//! types into its terminal, and `live_cli` is the command line for all of it.
-//!
-//! Containment: the `supervisor` tracks every process a run starts (a cgroup, else `/proc`),
-//! stops what it leaves running and holds it to resource limits; `leftovers` words what was
-//! stopped for the model; `readiness` returns a yielding run early once its server is ready.
-//!
-//! `mcp` serves the same as tools over the Model Context Protocol, as a client of the daemon.
-//! `init` wires spillway into an agent host (its pre-tool hook and its MCP servers), and `hook`
-//! is the program that hook runs.
+//! `config` says where the daemon listens, for client and daemon alike.
 
-pub mod allocator;
-pub mod capture;
-pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
-pub mod follow;
-pub mod grep;
-pub mod highlight;
-pub mod hook;
-pub mod index;
-pub mod init;
-pub mod input;
-pub mod leftovers;
-pub mod live;
-pub mod live_cli;
-pub mod mcp;
-pub mod normalise;
-pub mod ops;
-pub mod outline;
-pub mod preview;
+pub mod engine;
 pub mod protocol;
-pub mod pty;
-pub mod purge;
-pub mod read;
-pub mod readiness;
-pub mod reaper;
-pub mod recover;
-pub mod redact;
-pub mod scanner;
-pub mod server;
-pub mod snapshot;
-pub mod space;
-pub mod spill;
+pub mod storage;
 pub mod supervisor;
-pub mod tokens;

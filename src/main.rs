@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    spillway::cli::main()
+    spillway::client::cli::main()
 }

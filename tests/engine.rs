@@ -3,10 +3,10 @@
 //! which the fuzz targets check too.
 
 use proptest::prelude::*;
-use spillway::capture::{Capture, Limits, SpillPolicy};
-use spillway::normalise::{NormaliseOptions, normalise};
+use spillway::engine::capture::{Capture, Limits, SpillPolicy};
+use spillway::engine::normalise::{NormaliseOptions, normalise};
 use spillway::protocol::Direction;
-use spillway::spill::DataDir;
+use spillway::storage::spill::DataDir;
 
 use crate::invariants::{EngineCase, engine};
 

@@ -11,13 +11,13 @@
 
 use std::path::Path;
 
-use spillway::capture::{Capture, Limits, SpillPolicy};
-use spillway::highlight::Patterns;
-use spillway::normalise::{NormaliseOptions, Normaliser, normalise};
-use spillway::preview::{CliSteps, NextStep};
+use spillway::engine::capture::{Capture, Limits, SpillPolicy};
+use spillway::engine::highlight::Patterns;
+use spillway::engine::normalise::{NormaliseOptions, Normaliser, normalise};
+use spillway::engine::preview::{CliSteps, NextStep};
 use spillway::protocol::{Direction, LimitKind, LineRange, Preview};
 use spillway::protocol::{Event, Request, parse_request};
-use spillway::spill::DataDir;
+use spillway::storage::spill::DataDir;
 
 // ---------------------------------------------------------------------------------------
 // Fuzz inputs
@@ -309,7 +309,7 @@ pub fn engine(case: &EngineCase<'_>) {
         && p.total_lines <= max_lines
         && case
             .max_tokens
-            .is_none_or(|n| spillway::tokens::count(&r.spill) <= n);
+            .is_none_or(|n| spillway::engine::tokens::count(&r.spill) <= n);
     assert_eq!(p.truncated, !fits);
     if fits {
         assert_eq!(p.content, r.spill);
@@ -318,7 +318,7 @@ pub fn engine(case: &EngineCase<'_>) {
     }
     let shown = truncated_preview(p, &r.spill, case.direction, case.limits, case.max_tokens);
     if let Some(n) = case.max_tokens {
-        let tokens = spillway::tokens::count(&shown);
+        let tokens = spillway::engine::tokens::count(&shown);
         assert!(tokens <= n, "{tokens} tokens shown, over the budget of {n}");
     }
     check_notice(case, p);

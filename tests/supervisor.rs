@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use spillway::capture::Limits;
+use spillway::engine::capture::Limits;
 use spillway::protocol::Direction;
 use spillway::protocol::{RunId, RunStatus};
-use spillway::spill::DataDir;
+use spillway::storage::spill::DataDir;
 use spillway::supervisor::{
     Finished, LaunchError, Launched, RunSpec, StopReason, TtySize, child_env, launch,
 };
@@ -58,9 +58,9 @@ impl Rig {
             direction: Direction::Both,
             raw: false,
             raw_stream: false,
-            highlights: Some(spillway::highlight::Patterns::new(&[]).unwrap()),
+            highlights: Some(spillway::engine::highlight::Patterns::new(&[]).unwrap()),
             max_tokens: None,
-            max_spill: spillway::capture::DEFAULT_MAX_SPILL,
+            max_spill: spillway::engine::capture::DEFAULT_MAX_SPILL,
             cgroups: None,
             resources: Default::default(),
         }

@@ -1,6 +1,6 @@
 //! Telling the client that started a daemon how its start-up went.
 //!
-//! A daemon started on demand (`crate::client`) logs to `<data-dir>/daemon.log`. When it fails
+//! A daemon started on demand (`crate::client::connection`) logs to `<data-dir>/daemon.log`. When it fails
 //! to start the log may be empty (on a full disk, where the log cannot be written either), and
 //! the client used to report only that no daemon answered in time. So a client starts it with
 //! `--report-start` and its standard output a pipe: the daemon writes one line there, `ready`,

@@ -12,7 +12,7 @@ use super::cgroup::RunCgroup;
 use super::descendants::RUN_ID_ENV;
 use super::limits::{self, Enforcement, Resources};
 use super::{LaunchError, RunSpec, command, spawn_error};
-use crate::{pty, reaper};
+use crate::supervisor::{pty, reaper};
 
 /// Spawns the command into its cgroup (if it has one), with its rlimits, as a registered
 /// leader. A command that cannot join its cgroup is spawned again without it (tracked

@@ -4,11 +4,11 @@
 //! A run's processes are found two ways. With a cgroup ([`super::cgroup`]) they are simply the
 //! cgroup's members: nothing leaves a cgroup by forking, `setsid` or closing descriptors.
 //! Without one they are found in `/proc`: the command's descendants; the orphans handed to
-//! the daemon (a child subreaper, see [`crate::reaper`]) that belong to the run by their
+//! the daemon (a child subreaper, see [`crate::supervisor::reaper`]) that belong to the run by their
 //! session or process group, by having been seen as the run's before, or by the marker every
 //! command inherits, `SPILLWAY_RUN_ID=<id>` in its environment; and their descendants. As a
 //! subreaper the daemon keeps every orphan of a run in its own tree, so looking for the marker
-//! outside it is only needed when the daemon was not one ([`crate::reaper::is_subreaper`]),
+//! outside it is only needed when the daemon was not one ([`crate::supervisor::reaper::is_subreaper`]),
 //! and after a crash, when a new daemon looks for a dead one's leftovers
 //! ([`sweep_markers`]). A process that empties its environment and leaves the daemon's tree
 //! (through another service) is out of reach of this fallback only.
@@ -17,11 +17,11 @@
 //! the kill grace for it to go, then `cgroup.kill`, or without a cgroup SIGSTOP to each process
 //! until no new one appears, then SIGKILL to all. Signals go through pidfds, so a pid reused
 //! by an unrelated process is never signalled. What was stopped is reported, with command
-//! lines and listening ports, so the model can be told (see [`crate::leftovers`]).
+//! lines and listening ports, so the model can be told (see [`crate::supervisor::leftovers`]).
 //!
 //! A command that exits under a terminal hangs it up, and the kernel sends SIGHUP to its
 //! process group at once, before spillway can look: those processes are found afterwards by
-//! their exit status (the daemon reaps them, see [`crate::reaper::hung_up_since`]), named from
+//! their exit status (the daemon reaps them, see [`crate::supervisor::reaper::hung_up_since`]), named from
 //! what the run's periodic look ([`Tracker::refresh`]) saw of them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -33,98 +33,18 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::cgroup::RunCgroup;
+use super::procfs::{Stat, all_processes, command_line, stat};
 use crate::protocol::{LimitHit, RunId, StoppedProcess};
-use crate::reaper;
+use crate::supervisor::reaper;
 
 /// The marker every command inherits: the id of its run.
 pub const RUN_ID_ENV: &str = "SPILLWAY_RUN_ID";
-
-/// Longest command line kept for a report.
-const MAX_COMMAND: usize = 200;
 
 /// How often a stop looks whether the processes it signalled are gone.
 const POLL: Duration = Duration::from_millis(20);
 
 /// How long a kill waits for the killed processes to be gone.
 const KILL_PATIENCE: Duration = Duration::from_secs(2);
-
-/// The fields of `/proc/PID/stat` used here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    pub pid: u32,
-    pub ppid: u32,
-    pub pgrp: u32,
-    pub sid: u32,
-    /// The controlling terminal's device number (0: none).
-    pub tty: i64,
-    /// The terminal's foreground process group (-1: none).
-    pub tpgid: i64,
-    /// Clock ticks after boot: with the pid, names one process for ever.
-    pub start: u64,
-    pub zombie: bool,
-}
-
-/// Parses `/proc/PID/stat`. The command name (in parentheses) may hold anything, so the
-/// fields are read after its last `)`.
-pub fn parse_stat(pid: u32, text: &str) -> Option<Stat> {
-    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
-    Some(Stat {
-        pid,
-        zombie: *fields.first()? == "Z",
-        ppid: fields.get(1)?.parse().ok()?,
-        pgrp: fields.get(2)?.parse().ok()?,
-        sid: fields.get(3)?.parse().ok()?,
-        tty: fields.get(4)?.parse().ok()?,
-        tpgid: fields.get(5)?.parse().ok()?,
-        start: fields.get(19)?.parse().ok()?,
-    })
-}
-
-/// The stat of `pid`, while it exists.
-pub fn stat(pid: u32) -> Option<Stat> {
-    parse_stat(pid, &fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
-}
-
-/// The name (`comm`) in a stat line.
-pub fn comm_of(text: &str) -> Option<&str> {
-    Some(&text[text.find('(')? + 1..text.rfind(')')?])
-}
-
-/// Every process now.
-pub fn all_processes() -> Vec<Stat> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(stat)
-        .collect()
-}
-
-/// A process's command line as `ps` shows it (arguments joined by spaces, cut), or its name
-/// in brackets when it has none (a zombie, a process that cleared it).
-pub fn command_line(pid: u32) -> String {
-    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let args: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    if args.is_empty() {
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        return format!("[{}]", comm_of(&stat).unwrap_or("?"));
-    }
-    cut(&args.join(" "))
-}
-
-/// `text` cut at [`MAX_COMMAND`] characters.
-pub fn cut(text: &str) -> String {
-    match text.char_indices().nth(MAX_COMMAND) {
-        Some((at, _)) => format!("{}...", &text[..at]),
-        None => text.to_string(),
-    }
-}
 
 /// The run id in a process's environment, if it has the marker (and we may read it).
 pub fn marker(pid: u32) -> Option<String> {
@@ -603,19 +523,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stat_lines_are_read_after_the_last_parenthesis() {
-        let line = "42 (a) b) S 7 42 40 34816 42 4194304 0 0 0 0 1 2 0 0 20 0 1 0 12345 0 0";
-        let s = parse_stat(42, line).unwrap();
-        assert_eq!(
-            (s.ppid, s.pgrp, s.sid, s.tty, s.tpgid),
-            (7, 42, 40, 34816, 42)
-        );
-        assert_eq!((s.start, s.zombie), (12345, false));
-        assert_eq!(comm_of(line), Some("a) b"));
-        assert!(parse_stat(1, "garbage").is_none());
-    }
-
-    #[test]
     fn this_process_is_seen_as_itself() {
         let me = std::process::id();
         let s = stat(me).unwrap();
@@ -628,6 +535,5 @@ mod tests {
             "wrong start time"
         );
         assert!(signal_exact(me, s.start, Signal::SIGCONT));
-        assert_eq!(cut(&"x".repeat(300)).len(), MAX_COMMAND + 3);
     }
 }

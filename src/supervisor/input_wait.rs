@@ -12,7 +12,7 @@
 
 use std::fs;
 
-use super::descendants::{Stat, all_processes, command_line, stat};
+use super::procfs::{Stat, all_processes, command_line, stat};
 use crate::protocol::InputWait;
 
 /// x86-64 and aarch64 numbers of the system calls that read one descriptor, with the position

@@ -1,0 +1,289 @@
+//! The client side of the socket: connect (starting a daemon when none answers), check that
+//! the daemon is our own user's, send one request, read its events.
+//!
+//! Nothing is sent before the peer's uid (`SO_PEERCRED`) is known to be ours: a socket path in
+//! a shared directory (`SPILLWAY_SOCKET=/tmp/...`) may be served by another user, who would
+//! otherwise be handed the command, its working directory and the whole environment (cloud
+//! keys included), and could answer with any output and exit code it liked.
+//!
+//! A daemon started here is the same binary, detached into its own process group, with the same
+//! socket and data directory and `--idle-exit`, so it goes away by itself after a quiet period.
+//! Two clients racing to start one both succeed: the daemons' locks let exactly one serve, and
+//! each client waits for the socket to answer. The daemon says on a pipe whether it started
+//! (`--report-start`), so a client whose daemon cannot start (a full disk, another daemon on
+//! the data directory) prints why at once; and a thread of the client reaps it when it exits,
+//! so a client that lives long (`spillway mcp`) never keeps a dead daemon as a zombie.
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::protocol::{Event, Request};
+use crate::storage::spill::DataDir;
+
+/// How long a daemon started on demand may take to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Quiet period after which a daemon started on demand exits.
+pub const AUTOSTART_IDLE_EXIT: &str = "15m";
+
+/// Where to find (or start) the daemon.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub socket: PathBuf,
+    pub data_dir: PathBuf,
+}
+
+/// A connection to the daemon.
+pub struct Connection {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Connection {
+    /// Connects to the daemon, starting one if nobody answers on the socket.
+    pub fn open(endpoint: &Endpoint) -> Result<Connection> {
+        let stream = match UnixStream::connect(&endpoint.socket) {
+            Ok(stream) => stream,
+            Err(e) if is_absent(&e) => start_daemon(endpoint)?,
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "cannot connect to the daemon at {}",
+                        endpoint.socket.display()
+                    )
+                });
+            }
+        };
+        check_peer(&stream, &endpoint.socket)?;
+        let writer = stream
+            .try_clone()
+            .context("cannot clone the daemon connection")?;
+        Ok(Connection {
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// Sends one request. A daemon that hung up first may have said why (a refusal); either
+    /// way the error carries no broken pipe, which the CLI would take for a closed stdout and
+    /// so for success.
+    pub fn send(&mut self, request: &Request) -> Result<()> {
+        self.send_line(&request.to_line())
+    }
+
+    /// Sends one line as it is (a test's malformed request, say).
+    fn send_line(&mut self, line: &str) -> Result<()> {
+        let Err(e) = self.writer.write_all(line.as_bytes()) else {
+            return Ok(());
+        };
+        match self.next_event() {
+            Ok(Event::Error(error)) => bail!("{}", error.message),
+            _ => bail!("cannot send the request to the daemon: {e}"),
+        }
+    }
+
+    /// The next event; an error if the daemon closed the connection or sent garbage.
+    pub fn next_event(&mut self) -> Result<Event> {
+        let mut line = String::new();
+        let n = self
+            .reader
+            .read_line(&mut line)
+            .context("cannot read from the daemon")?;
+        if n == 0 {
+            bail!("the daemon closed the connection");
+        }
+        serde_json::from_str(&line).with_context(|| format!("bad event from the daemon: {line:?}"))
+    }
+}
+
+/// Nobody is listening: no socket file, or a stale one.
+fn is_absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+    )
+}
+
+/// Refuses a daemon that runs as another user, before anything is sent to it.
+fn check_peer(stream: &UnixStream, socket: &Path) -> Result<()> {
+    let uid = peer_uid(stream)
+        .with_context(|| format!("cannot tell which user serves {}", socket.display()))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if uid != me {
+        bail!(
+            "refusing the daemon at {}: it runs as uid {uid}, not as this user (uid {me}), so \
+             someone else may be listening there; nothing was sent to it. Point --socket (or \
+             SPILLWAY_SOCKET) at your own daemon's socket",
+            socket.display()
+        );
+    }
+    Ok(())
+}
+
+/// The uid of the process that listens at the other end (`SO_PEERCRED`, which the kernel
+/// fills in at `connect`; the peer cannot forge it).
+fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    let mut credentials = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `credentials` is a `ucred` and `len` its size, as SO_PEERCRED expects; the
+    // kernel writes at most `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut credentials).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(credentials.uid)
+}
+
+/// Starts a detached daemon and waits for its socket to answer, or for it to say why it
+/// cannot start.
+fn start_daemon(endpoint: &Endpoint) -> Result<UnixStream> {
+    let data_dir = DataDir::open(&endpoint.data_dir)
+        .with_context(|| format!("cannot use data directory {}", endpoint.data_dir.display()))?;
+    let log_path = data_dir.root().join("daemon.log");
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("cannot find the spillway executable")?;
+    let child = Command::new(exe)
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&endpoint.socket)
+        .arg("--data-dir")
+        .arg(&endpoint.data_dir)
+        .args(["--idle-exit", AUTOSTART_IDLE_EXIT, "--report-start"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        // Its own process group: a Ctrl-C meant for the client does not reach the daemon.
+        .process_group(0)
+        .spawn()
+        .context("cannot start the daemon")?;
+    let report = watch_daemon(child);
+    let deadline = Instant::now() + START_TIMEOUT;
+    // Why the daemon we started will not serve, if it said.
+    let mut refused: Option<String> = None;
+    loop {
+        match UnixStream::connect(&endpoint.socket) {
+            Ok(stream) => return Ok(stream),
+            Err(e) if !is_absent(&e) => {
+                return Err(e).context("cannot connect to the daemon just started");
+            }
+            Err(_) => {}
+        }
+        if let Ok(said) = report.try_recv() {
+            match said.trim().strip_prefix("error: ") {
+                // It lost a race to another daemon on our socket: wait for it to answer.
+                Some(why) if lost_race(why, &endpoint.socket) => refused = Some(why.to_string()),
+                Some(why) => bail!("the daemon could not start: {why}"),
+                None if said.trim().is_empty() => bail!(
+                    "the daemon exited as it started, without saying why; see {}",
+                    log_path.display()
+                ),
+                None => {} // ready: the socket answers any moment now
+            }
+        }
+        if Instant::now() >= deadline {
+            match refused {
+                Some(why) => bail!("no daemon answered on {}: {why}", endpoint.socket.display()),
+                None => bail!(
+                    "the daemon did not start within {}s; see {}",
+                    START_TIMEOUT.as_secs(),
+                    log_path.display()
+                ),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether a daemon's reason for not starting is that another one serves `socket` already,
+/// or may (one that serves the data directory on another socket will never answer on ours).
+fn lost_race(why: &str, socket: &Path) -> bool {
+    let socket = socket.display();
+    why.contains(&format!(
+        "listening on {socket}) already serves data directory"
+    )) || why.contains("(pid unknown) already serves data directory")
+        || why.contains(&format!("already running on {socket}"))
+}
+
+/// Reads, on a thread of its own, what the daemon reports about its start-up (the text is
+/// sent on the channel when its pipe closes: empty if it died without a word), then reaps the
+/// daemon when it exits: a client that lives long must not keep it as a zombie.
+fn watch_daemon(mut child: Child) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let watcher = std::thread::Builder::new()
+        .name("spillway-daemon-watch".into())
+        .spawn(move || {
+            let mut said = Vec::new();
+            if let Some(pipe) = child.stdout.take() {
+                let _ = pipe.take(64 << 10).read_to_end(&mut said);
+            }
+            let _ = tx.send(String::from_utf8_lossy(&said).into_owned());
+            let _ = child.wait();
+        });
+    if let Err(e) = watcher {
+        // The daemon runs on; only its report and its reaping are lost.
+        tracing::warn!(error = %e, "cannot watch the daemon just started");
+    }
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+    use crate::protocol::ErrorCode;
+
+    #[test]
+    fn a_daemon_that_refuses_before_the_request_is_heard_not_taken_for_a_broken_pipe() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let endpoint = Endpoint {
+            socket,
+            data_dir: dir.path().to_path_buf(),
+        };
+        let mut connection = Connection::open(&endpoint).unwrap();
+        let (mut daemon_side, _) = listener.accept().unwrap();
+        let refusal = Event::error(ErrorCode::Forbidden, "connection from uid 65534 refused");
+        daemon_side.write_all(refusal.to_line().as_bytes()).unwrap();
+        drop(daemon_side);
+
+        let error = connection
+            .send_line("{\"v\": 1, \"op\": \"ps\"}\n")
+            .unwrap_err();
+        assert_eq!(error.to_string(), "connection from uid 65534 refused");
+        assert!(
+            error
+                .chain()
+                .all(|cause| cause.downcast_ref::<std::io::Error>().is_none()),
+            "{error:?}"
+        );
+    }
+}

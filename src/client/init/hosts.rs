@@ -1,0 +1,393 @@
+//! Where each host keeps its hooks and its MCP servers, and what spillway adds there.
+//!
+//! Every entry spillway adds is recognisable as its own (a command whose program is named
+//! `spillway`), so installing again replaces it in place and uninstalling removes exactly it,
+//! whatever else the user keeps beside it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use super::json::{Json, obj, string};
+use super::{Edit, Format, Mode, Scope, Setup};
+use crate::client::hook::{Host, quote};
+
+/// The files `host` needs edited at `setup`'s scope, in the order they are applied.
+pub(crate) fn edits(host: Host, setup: &Setup) -> Vec<Edit> {
+    let user = setup.scope == Scope::User;
+    let home = &setup.home;
+    let project = &setup.project;
+    let hook = format!("{} hook {}", quote(&setup.program), host.name());
+    let program = setup.program.clone();
+    match host {
+        Host::ClaudeCode => vec![
+            hook_groups(
+                pick(
+                    user,
+                    home.join(".claude/settings.json"),
+                    project.join(".claude/settings.json"),
+                ),
+                host,
+                "PreToolUse",
+                obj([("matcher", string("Bash")), ("hooks", Json::Array(vec![]))]),
+                obj([("type", string("command")), ("command", string(&hook))]),
+            ),
+            mcp_json(
+                pick(user, home.join(".claude.json"), project.join(".mcp.json")),
+                "mcpServers",
+                plain_mcp(&program),
+            ),
+        ],
+        Host::Codex => {
+            let dir = pick(user, setup.codex_home.clone(), project.join(".codex"));
+            vec![
+                hook_groups(
+                    dir.join("hooks.json"),
+                    host,
+                    "PreToolUse",
+                    obj([("matcher", string("Bash")), ("hooks", Json::Array(vec![]))]),
+                    obj([("type", string("command")), ("command", string(&hook))]),
+                ),
+                codex_mcp(dir.join("config.toml"), program),
+            ]
+        }
+        Host::Gemini => {
+            let path = pick(
+                user,
+                home.join(".gemini/settings.json"),
+                project.join(".gemini/settings.json"),
+            );
+            let entry = obj([
+                ("name", string("spillway")),
+                ("type", string("command")),
+                ("command", string(&hook)),
+            ]);
+            let group = obj([
+                ("matcher", string("run_shell_command")),
+                ("hooks", Json::Array(vec![])),
+            ]);
+            let mcp = plain_mcp(&program);
+            vec![Edit::json(path, move |doc, mode| {
+                edit_hook_groups(doc, host, "BeforeTool", &group, &entry, mode)?;
+                edit_mcp(doc, "mcpServers", &mcp, mode)
+            })]
+        }
+        Host::Opencode => {
+            let dir = pick(
+                user,
+                setup.xdg_config.join("opencode"),
+                project.join(".opencode"),
+            );
+            let config_dir = pick(user, setup.xdg_config.join("opencode"), project.clone());
+            let config = ["opencode.json", "opencode.jsonc"]
+                .iter()
+                .map(|name| config_dir.join(name))
+                .find(|p| p.exists())
+                .unwrap_or_else(|| config_dir.join("opencode.json"));
+            let mcp = obj([
+                ("type", string("local")),
+                (
+                    "command",
+                    Json::Array(vec![string(&program), string("mcp")]),
+                ),
+                ("enabled", Json::Bool(true)),
+            ]);
+            vec![
+                Edit::owned(
+                    dir.join("plugins/spillway.js"),
+                    opencode_plugin(&program),
+                    OPENCODE_MARK,
+                ),
+                Edit::json(config, move |doc, mode| edit_mcp(doc, "mcp", &mcp, mode)),
+            ]
+        }
+        Host::Copilot => {
+            let hooks = pick(
+                user,
+                home.join(".copilot/hooks/spillway.json"),
+                project.join(".github/hooks/spillway.json"),
+            );
+            let file = obj([
+                ("version", Json::Number(1.into())),
+                (
+                    "hooks",
+                    obj([(
+                        "preToolUse",
+                        Json::Array(vec![obj([
+                            ("type", string("command")),
+                            ("matcher", string("bash")),
+                            ("bash", string(&hook)),
+                            ("timeoutSec", Json::Number(30.into())),
+                        ])]),
+                    )]),
+                ),
+            ]);
+            let mcp = if user {
+                obj([
+                    ("type", string("local")),
+                    ("command", string(&program)),
+                    ("args", Json::Array(vec![string("mcp")])),
+                    ("tools", Json::Array(vec![string("*")])),
+                ])
+            } else {
+                plain_mcp(&program)
+            };
+            vec![
+                Edit::owned(hooks, file.render("  ") + "\n", "hook copilot"),
+                mcp_json(
+                    pick(
+                        user,
+                        home.join(".copilot/mcp-config.json"),
+                        project.join(".mcp.json"),
+                    ),
+                    "mcpServers",
+                    mcp,
+                ),
+            ]
+        }
+    }
+}
+
+fn pick(user: bool, user_path: PathBuf, project_path: PathBuf) -> PathBuf {
+    if user { user_path } else { project_path }
+}
+
+/// The `{"command", "args"}` entry that Claude Code's `.mcp.json` and `~/.claude.json`, Gemini
+/// CLI's `mcpServers` and Copilot CLI's `.mcp.json` all read as a stdio server.
+fn plain_mcp(program: &str) -> Json {
+    obj([
+        ("command", string(program)),
+        ("args", Json::Array(vec![string("mcp")])),
+    ])
+}
+
+fn mcp_json(path: PathBuf, key: &'static str, entry: Json) -> Edit {
+    Edit::json(path, move |doc, mode| edit_mcp(doc, key, &entry, mode))
+}
+
+fn hook_groups(path: PathBuf, host: Host, event: &'static str, group: Json, entry: Json) -> Edit {
+    Edit::json(path, move |doc, mode| {
+        edit_hook_groups(doc, host, event, &group, &entry, mode)
+    })
+}
+
+/// Whether `command` is `<...>/spillway hook HOST` as `init` writes it.
+fn is_our_hook(command: &str, host: Host) -> bool {
+    match shlex::split(command).as_deref() {
+        Some([program, verb, name]) => {
+            is_spillway(program) && verb == "hook" && name == host.name()
+        }
+        _ => false,
+    }
+}
+
+fn is_spillway(program: &str) -> bool {
+    Path::new(program).file_name().and_then(|n| n.to_str()) == Some("spillway")
+}
+
+/// Adds (or removes) `entry` in `doc.hooks[event]`, the `[{matcher, hooks: [...]}]` layout that
+/// Claude Code, Codex and Gemini CLI share. spillway's entry goes in a group of its own, so the
+/// user's groups are never touched.
+fn edit_hook_groups(
+    doc: &mut Json,
+    host: Host,
+    event: &str,
+    group: &Json,
+    entry: &Json,
+    mode: Mode,
+) -> Result<()> {
+    let ours = |hook: &Json| {
+        hook.get("command")
+            .and_then(Json::as_str)
+            .is_some_and(|c| is_our_hook(c, host))
+    };
+    if mode == Mode::Uninstall {
+        let Some(hooks) = doc.get_mut("hooks") else {
+            return Ok(());
+        };
+        let Some(Json::Array(groups)) = hooks.get_mut(event) else {
+            return Ok(());
+        };
+        groups.retain_mut(|group| {
+            let Some(Json::Array(list)) = group.get_mut("hooks") else {
+                return true;
+            };
+            let before = list.len();
+            list.retain(|hook| !ours(hook));
+            before == list.len() || !list.is_empty()
+        });
+        if groups.is_empty() {
+            hooks.remove(event);
+        }
+        if hooks.is_empty_container() {
+            doc.remove("hooks");
+        }
+        return Ok(());
+    }
+    if doc.get("hooks").is_none() {
+        doc.insert("hooks", Json::Object(vec![]));
+    }
+    let Some(hooks @ Json::Object(_)) = doc.get_mut("hooks") else {
+        bail!("its \"hooks\" is not an object");
+    };
+    if hooks.get(event).is_none() {
+        hooks.insert(event, Json::Array(vec![]));
+    }
+    let Some(Json::Array(groups)) = hooks.get_mut(event) else {
+        bail!("its \"hooks\".\"{event}\" is not an array");
+    };
+    for group in groups.iter_mut() {
+        if let Some(Json::Array(list)) = group.get_mut("hooks")
+            && let Some(found) = list.iter_mut().find(|hook| ours(hook))
+        {
+            // Installed already: bring it up to date (another program path) in place.
+            if found != entry {
+                *found = entry.clone();
+            }
+            return Ok(());
+        }
+    }
+    let mut group = group.clone();
+    group.insert("hooks", Json::Array(vec![entry.clone()]));
+    groups.push(group);
+    Ok(())
+}
+
+/// Adds (or removes) the MCP server `spillway` under `doc[key]`. An entry of that name that
+/// does not run spillway is the user's: installing refuses to replace it, uninstalling keeps it.
+fn edit_mcp(doc: &mut Json, key: &str, entry: &Json, mode: Mode) -> Result<()> {
+    let ours = |server: &Json| match server.get("command") {
+        Some(Json::String(program)) => is_spillway(program),
+        Some(Json::Array(argv)) => argv.first().and_then(Json::as_str).is_some_and(is_spillway),
+        _ => false,
+    };
+    if mode == Mode::Uninstall {
+        if let Some(servers) = doc.get_mut(key) {
+            if servers.get("spillway").is_some_and(ours) {
+                servers.remove("spillway");
+            }
+            if servers.is_empty_container() {
+                doc.remove(key);
+            }
+        }
+        return Ok(());
+    }
+    if doc.get(key).is_none() {
+        doc.insert(key, Json::Object(vec![]));
+    }
+    let Some(servers @ Json::Object(_)) = doc.get_mut(key) else {
+        bail!("its \"{key}\" is not an object");
+    };
+    match servers.get("spillway") {
+        Some(existing) if existing == entry => {}
+        Some(existing) if !ours(existing) => {
+            bail!("it already has an MCP server named \"spillway\" that does not run spillway")
+        }
+        _ => servers.insert("spillway", entry.clone()),
+    }
+    Ok(())
+}
+
+/// Codex's MCP servers live in `config.toml`, under `[mcp_servers.spillway]`; `toml_edit`
+/// keeps every other byte of the file as it was.
+fn codex_mcp(path: PathBuf, program: String) -> Edit {
+    Edit {
+        path,
+        format: Format::Toml,
+        change: Box::new(move |old, mode| {
+            let text = old.unwrap_or("");
+            let mut doc: toml_edit::DocumentMut =
+                text.parse().context("cannot parse it as TOML")?;
+            let table = doc.as_table_mut();
+            if mode == Mode::Uninstall {
+                if let Some(servers) = table
+                    .get_mut("mcp_servers")
+                    .and_then(|s| s.as_table_like_mut())
+                {
+                    let ours = servers
+                        .get("spillway")
+                        .and_then(|s| s.get("command"))
+                        .and_then(|c| c.as_str())
+                        .is_some_and(is_spillway);
+                    if ours {
+                        servers.remove("spillway");
+                    }
+                    if servers.is_empty() {
+                        table.remove("mcp_servers");
+                    }
+                }
+                return Ok(Some(doc.to_string()));
+            }
+            let servers = table
+                .entry("mcp_servers")
+                .or_insert_with(|| {
+                    let mut t = toml_edit::Table::new();
+                    t.set_implicit(true);
+                    toml_edit::Item::Table(t)
+                })
+                .as_table_like_mut()
+                .context("its mcp_servers is not a table")?;
+            let current = servers.get("spillway");
+            let same = current.is_some_and(|s| {
+                s.get("command").and_then(|c| c.as_str()) == Some(program.as_str())
+                    && s.get("args").and_then(|a| a.as_array()).is_some_and(|a| {
+                        a.len() == 1 && a.get(0).and_then(|v| v.as_str()) == Some("mcp")
+                    })
+            });
+            if same {
+                return Ok(old.map(str::to_string));
+            }
+            if let Some(current) = current
+                && !current
+                    .get("command")
+                    .and_then(|c| c.as_str())
+                    .is_some_and(is_spillway)
+            {
+                bail!("it already has an MCP server named \"spillway\" that does not run spillway");
+            }
+            let mut server = toml_edit::Table::new();
+            server["command"] = toml_edit::value(program.as_str());
+            server["args"] = toml_edit::value(toml_edit::Array::from_iter(["mcp"]));
+            servers.insert("spillway", toml_edit::Item::Table(server));
+            Ok(Some(doc.to_string()))
+        }),
+    }
+}
+
+/// What marks the opencode plugin file as spillway's own.
+const OPENCODE_MARK: &str = "Written by `spillway init --agent opencode`";
+
+/// opencode's plugin: before each `bash` call it asks `spillway hook opencode` (so the rewrite
+/// is the same, tested code as every other host's) and takes the rewritten command. Anything
+/// unexpected leaves the call alone.
+fn opencode_plugin(program: &str) -> String {
+    let program = serde_json::to_string(program).unwrap_or_else(|_| "\"spillway\"".into());
+    format!(
+        r#"// {OPENCODE_MARK}; removed by `spillway init --agent opencode --uninstall`.
+// Runs opencode's bash tool through `spillway run`, which hands back a bounded preview of the
+// output and keeps all of it on disk. Set SPILLWAY_HOOK=off to turn it off; a command that
+// starts with SPILLWAY_SKIP=1 is left alone.
+import {{ spawnSync }} from "node:child_process";
+
+const SPILLWAY = {program};
+
+export const SpillwayPlugin = async () => ({{
+  "tool.execute.before": async (input, output) => {{
+    if (input?.tool !== "bash" || typeof output?.args?.command !== "string") return;
+    try {{
+      const answer = spawnSync(SPILLWAY, ["hook", "opencode"], {{
+        input: JSON.stringify({{ tool: input.tool, args: output.args }}),
+        encoding: "utf8",
+        timeout: 10000,
+      }});
+      if (answer.status !== 0 || !answer.stdout) return;
+      const command = JSON.parse(answer.stdout)?.args?.command;
+      if (typeof command === "string") output.args.command = command;
+    }} catch {{
+      // No opinion: the command runs as it is.
+    }}
+  }},
+}});
+"#
+    )
+}

@@ -1,0 +1,418 @@
+//! `spillway init --agent HOST`: wires spillway into an agent host with one command, the way
+//! rtk and squeez do: the host's pre-tool hook (or plugin) routes its shell tool through
+//! `spillway run`, and `spillway mcp` is registered for what a hook cannot give (reading,
+//! searching, waiting on, typing into and killing runs, and their history).
+//!
+//! Editing someone's configuration is done with care:
+//! - everything else in the file is kept: other keys in their order, other hooks, the file's
+//!   indent; a file the edit leaves equal is not rewritten at all (so `init` twice changes
+//!   nothing the second time);
+//! - before the first edit of an existing file, its original is copied to
+//!   `FILE.spillway-backup` (once: a later `init` keeps the first copy);
+//! - `--uninstall` removes exactly what `init` added; when what is left equals the backup, the
+//!   backup's bytes are put back, so the file is byte-identical to before. A file `init`
+//!   created is deleted again, with the directories it had to create if they are left empty;
+//! - `--dry-run` prints what would change and writes nothing.
+
+mod hosts;
+mod json;
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use clap::Args;
+
+use crate::client::hook::Host;
+use json::{Json, detect_indent};
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The agent host to wire spillway into.
+    #[arg(long, value_enum)]
+    agent: Host,
+    /// `user`: the host's configuration in your home directory; `project`: the current
+    /// directory's project configuration (shareable: it runs `spillway` from PATH).
+    #[arg(long, value_enum, default_value_t = Scope::User)]
+    scope: Scope,
+    /// Print what would change, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Remove what `init` added (restoring the backup when nothing else changed).
+    #[arg(long)]
+    uninstall: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scope {
+    User,
+    Project,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Install,
+    Uninstall,
+}
+
+/// Where things are, resolved once from the environment.
+pub(crate) struct Setup {
+    pub scope: Scope,
+    /// The program the hooks and MCP entries run: this binary's absolute path at user scope
+    /// (found whatever the host's PATH), `spillway` at project scope (a path in a shared
+    /// repository would only work on one machine).
+    pub program: String,
+    pub home: PathBuf,
+    pub project: PathBuf,
+    /// `$XDG_CONFIG_HOME`, else `~/.config` (opencode).
+    pub xdg_config: PathBuf,
+    /// `$CODEX_HOME`, else `~/.codex`.
+    pub codex_home: PathBuf,
+}
+
+impl Setup {
+    fn from_env(scope: Scope) -> Result<Setup> {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .context("HOME is not set")?;
+        let env_dir = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let program = match scope {
+            Scope::Project => "spillway".to_string(),
+            Scope::User => std::env::current_exe()
+                .context("cannot find the spillway binary's path")?
+                .into_os_string()
+                .into_string()
+                .map_err(|_| anyhow::anyhow!("the spillway binary's path is not UTF-8"))?,
+        };
+        Ok(Setup {
+            scope,
+            program,
+            project: std::env::current_dir().context("cannot read the current directory")?,
+            xdg_config: env_dir("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config")),
+            codex_home: env_dir("CODEX_HOME").unwrap_or_else(|| home.join(".codex")),
+            home,
+        })
+    }
+}
+
+/// How a file is compared and judged empty.
+pub(crate) enum Format {
+    Json,
+    Toml,
+    /// A file spillway writes whole (a plugin, a hooks file of its own).
+    Owned,
+}
+
+type Change = Box<dyn Fn(Option<&str>, Mode) -> Result<Option<String>>>;
+
+/// One file to change: its new text from its current one (None: it should not exist).
+pub(crate) struct Edit {
+    pub path: PathBuf,
+    pub format: Format,
+    pub change: Change,
+}
+
+impl Edit {
+    /// An edit of a JSON object file by `f`. When `f` leaves the value as it was, the text is
+    /// kept byte for byte; otherwise it is printed with the file's own indent.
+    pub(crate) fn json(path: PathBuf, f: impl Fn(&mut Json, Mode) -> Result<()> + 'static) -> Edit {
+        Edit {
+            path,
+            format: Format::Json,
+            change: Box::new(move |old, mode| {
+                let text = old.unwrap_or("");
+                let before = if text.trim().is_empty() {
+                    Json::Object(vec![])
+                } else {
+                    Json::parse(text).context(
+                        "cannot parse it as JSON (comments and trailing commas are not supported: make the change by hand)",
+                    )?
+                };
+                if !matches!(before, Json::Object(_)) {
+                    bail!("it does not hold a JSON object");
+                }
+                let mut after = before.clone();
+                f(&mut after, mode)?;
+                if after == before {
+                    return Ok(old.map(str::to_string));
+                }
+                let mut out = after.render(&detect_indent(text));
+                if old.is_none() || text.ends_with('\n') {
+                    out.push('\n');
+                }
+                Ok(Some(out))
+            }),
+        }
+    }
+
+    /// A file that is spillway's own, recognised by `mark` in its text: written whole, deleted
+    /// on uninstall; a file of that name that is not spillway's is never touched.
+    pub(crate) fn owned(path: PathBuf, content: String, mark: &'static str) -> Edit {
+        let display = path.display().to_string();
+        Edit {
+            path,
+            format: Format::Owned,
+            change: Box::new(move |old, mode| match (old, mode) {
+                (Some(text), _) if !text.contains(mark) => {
+                    bail!("{display} exists and was not written by spillway: move it away first")
+                }
+                (_, Mode::Install) => Ok(Some(content.clone())),
+                (_, Mode::Uninstall) => Ok(None),
+            }),
+        }
+    }
+
+    /// Whether `text` holds nothing (what is left of a file `init` created, after uninstall).
+    fn is_empty(&self, text: &str) -> bool {
+        match self.format {
+            Format::Json => Json::parse(text).is_ok_and(|j| j.is_empty_container()),
+            Format::Toml => text.trim().is_empty(),
+            Format::Owned => false,
+        }
+    }
+
+    /// Whether `a` and `b` hold the same configuration, whatever their layout.
+    fn same(&self, a: &str, b: &str) -> bool {
+        match self.format {
+            Format::Json => {
+                let parse = |t: &str| match t.trim() {
+                    "" => Ok(Json::Object(vec![])),
+                    t => Json::parse(t),
+                };
+                match (parse(a), parse(b)) {
+                    (Ok(a), Ok(b)) => a == b,
+                    _ => a == b,
+                }
+            }
+            Format::Toml | Format::Owned => a.trim_end() == b.trim_end(),
+        }
+    }
+}
+
+/// The backup of `path`: a copy of its original, taken before spillway first changed it.
+pub fn backup_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".spillway-backup");
+    PathBuf::from(name)
+}
+
+pub fn run(args: InitArgs) -> Result<ExitCode> {
+    let setup = Setup::from_env(args.scope)?;
+    let mode = if args.uninstall {
+        Mode::Uninstall
+    } else {
+        Mode::Install
+    };
+    let edits = hosts::edits(args.agent, &setup);
+    // Every file is worked out before any is written, so a file that cannot be parsed stops
+    // the whole change instead of leaving the host half wired.
+    let mut planned = Vec::new();
+    for edit in &edits {
+        let old = read_optional(&edit.path)?;
+        let new = (edit.change)(old.as_deref(), mode)
+            .with_context(|| format!("cannot change {}", edit.path.display()))?;
+        planned.push((edit, old, new));
+    }
+    let mut out = io::stdout().lock();
+    for (edit, old, new) in planned {
+        apply(edit, old, new, mode, args.dry_run, &setup, &mut out)?;
+    }
+    if !args.dry_run {
+        notes(args.agent, args.scope, mode, &mut out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Writes one planned change (or, with `dry_run`, says what it would be).
+fn apply(
+    edit: &Edit,
+    old: Option<String>,
+    mut new: Option<String>,
+    mode: Mode,
+    dry_run: bool,
+    setup: &Setup,
+    out: &mut impl Write,
+) -> Result<()> {
+    let path = &edit.path;
+    let backup = backup_path(path);
+    let saved = read_optional(&backup)?;
+    let mut restored = false;
+    if mode == Mode::Uninstall {
+        match (&new, &saved) {
+            (Some(text), Some(saved)) if edit.same(text, saved) => {
+                new = Some(saved.clone());
+                restored = true;
+            }
+            (Some(text), None) if old.is_some() && edit.is_empty(text) => new = None,
+            _ => {}
+        }
+    }
+    let shown = path.display();
+    if new == old {
+        if restored && !dry_run {
+            remove_file(&backup)?;
+        }
+        writeln!(out, "unchanged {shown}")?;
+        return Ok(());
+    }
+    if dry_run {
+        match (&old, &new) {
+            (None, Some(text)) => writeln!(out, "would create {shown}:\n{}", indent(text))?,
+            (Some(_), None) => writeln!(out, "would remove {shown}")?,
+            (Some(old), Some(text)) => {
+                writeln!(out, "would change {shown}:\n{}", diff(old, text))?;
+                if mode == Mode::Install && saved.is_none() {
+                    writeln!(
+                        out,
+                        "  (its original would be kept as {})",
+                        backup.display()
+                    )?;
+                }
+            }
+            (None, None) => {}
+        }
+        return Ok(());
+    }
+    match new {
+        Some(text) => {
+            if mode == Mode::Install
+                && let Some(original) = &old
+                && saved.is_none()
+            {
+                write_atomic(&backup, original)?;
+            }
+            write_atomic(path, &text)?;
+            let verb = match (&old, restored) {
+                (None, _) => "created",
+                (Some(_), true) => "restored",
+                (Some(_), false) => "updated",
+            };
+            writeln!(out, "{verb} {shown}")?;
+            if restored {
+                remove_file(&backup)?;
+            } else if mode == Mode::Uninstall && saved.is_some() {
+                writeln!(
+                    out,
+                    "  kept {}: the file has changed since it was taken",
+                    backup.display()
+                )?;
+            }
+        }
+        None => {
+            remove_file(path)?;
+            remove_empty_parents(path, setup);
+            writeln!(out, "removed {shown}")?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_file(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
+    }
+}
+
+/// Removes the directories above a removed file while they are empty, up to the home or
+/// project directory: the ones `init` had to create for it.
+fn remove_empty_parents(path: &Path, setup: &Setup) {
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d == setup.home
+            || d == setup.project
+            || !d.starts_with(&setup.home) && !d.starts_with(&setup.project)
+        {
+            break;
+        }
+        if fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+}
+
+/// Writes through a temporary file and a rename, so a crash never leaves half a config.
+fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".spillway-tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    if let Ok(meta) = fs::metadata(path) {
+        let _ = fs::set_permissions(&tmp, meta.permissions());
+    }
+    fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect::<String>()
+}
+
+/// The changed lines between `old` and `new`: what they share at both ends is left out.
+fn diff(old: &str, new: &str) -> String {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let tail = a[head..]
+        .iter()
+        .rev()
+        .zip(b[head..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let mut out = String::new();
+    for line in &a[head..a.len() - tail] {
+        out.push_str(&format!("  - {line}\n"));
+    }
+    for line in &b[head..b.len() - tail] {
+        out.push_str(&format!("  + {line}\n"));
+    }
+    out
+}
+
+/// What the user still has to do, per host, once the files are written.
+fn notes(host: Host, scope: Scope, mode: Mode, out: &mut impl Write) -> Result<()> {
+    if mode == Mode::Uninstall {
+        return Ok(());
+    }
+    let note = match (host, scope) {
+        (Host::ClaudeCode, _) => {
+            "Claude Code asks before each rewritten command unless it runs with bypassPermissions \
+             (set SPILLWAY_HOOK_APPROVE=allow in its environment to approve them all)."
+        }
+        (Host::Codex, Scope::User) => {
+            "Codex runs a new hook only once you have trusted it: open /hooks in Codex."
+        }
+        (Host::Codex, Scope::Project) => {
+            "Codex loads a project's hooks only in a trusted project, and runs a new hook only \
+             once you have trusted it: open /hooks in Codex."
+        }
+        (Host::Gemini, Scope::Project) => {
+            "Gemini CLI loads a project's settings only in a trusted folder."
+        }
+        (Host::Copilot, Scope::Project) => {
+            "Copilot CLI loads the project's .mcp.json once the folder is trusted."
+        }
+        _ => return Ok(()),
+    };
+    writeln!(out, "note: {note}")?;
+    Ok(())
+}

@@ -1,0 +1,639 @@
+//! The command line for live runs: `run --yield` and `run --follow`, and `wait`, `send`,
+//! `follow`, `ps` and `kill`. Each talks to the daemon through the socket, like the ops
+//! commands, and maps a run's end to an exit code as `spillway run` does.
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use bytesize::ByteSize;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::client::Connection;
+use crate::client::cli::{
+    OutputArgs, RedactFlag, exit_code, parse_duration, print_exit, status_line,
+};
+use crate::client::ops::{ask, command_table, print_json, unexpected};
+use crate::protocol::{
+    Event, ExitEvent, FollowRequest, KillRequest, KillSignal, LiveRun, PsRequest, Request, RunId,
+    RunningEvent, SendRequest, StreamMode, WaitRequest,
+};
+
+/// Exit code of `run --yield` and `wait` when the command is still running (`EX_TEMPFAIL`:
+/// try again).
+pub const EXIT_STILL_RUNNING: u8 = 75;
+
+/// `spillway run`'s flags for live runs.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct LiveRunArgs {
+    /// If the command has not exited after this long, print a preview of its output so far
+    /// and return (exit code 75); it goes on (see `spillway wait`).
+    #[arg(long = "yield", value_name = "DURATION", value_parser = parse_duration)]
+    pub yield_after: Option<Duration>,
+    /// Print the output live while the command runs (raw, with colours, on a terminal;
+    /// the normalised text otherwise), then a summary.
+    #[arg(long, conflicts_with = "yield_after")]
+    pub follow: bool,
+    /// Stop the command (SIGHUP to its process group, then SIGKILL) if this client goes away
+    /// before it ends, e.g. on Ctrl-C.
+    #[arg(long, conflicts_with = "yield_after")]
+    pub kill_on_disconnect: bool,
+}
+
+impl LiveRunArgs {
+    /// `yield_ms`, for the request.
+    pub fn yield_ms(&self) -> Option<u64> {
+        self.yield_after
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1))
+    }
+
+    /// How to stream, for the request: raw bytes only to a terminal, and not as JSON.
+    pub fn stream(&self, json: bool) -> Option<StreamMode> {
+        self.follow.then(|| {
+            if !json && io::stdout().is_terminal() {
+                StreamMode::Raw
+            } else {
+                StreamMode::Text
+            }
+        })
+    }
+
+    /// Whether `run` must read more than `started` and `exit`.
+    pub fn is_live(&self) -> bool {
+        self.follow || self.yield_after.is_some()
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
+    /// The run's id.
+    id: RunId,
+    /// Return a preview if the command is still running after this long (exit code 75);
+    /// without it, wait for the end.
+    #[arg(long = "yield", value_name = "DURATION", value_parser = parse_duration)]
+    yield_after: Option<Duration>,
+    /// Preview only the output since the last preview this caller was given.
+    #[arg(long)]
+    new: bool,
+    /// Whose previews --new counts [default: one name shared by callers that give none].
+    #[arg(long, env = "SPILLWAY_CALLER", value_name = "NAME")]
+    caller: Option<String>,
+    #[command(flatten)]
+    until: WaitUntilArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// `wait`'s readiness flags (as `run`'s, without `--follow` to conflict with).
+#[derive(Debug, Clone, Args)]
+pub struct WaitUntilArgs {
+    /// Return as soon as a line of output matches this regular expression (with --new, a
+    /// line not shown before); exit code 75, the command goes on.
+    #[arg(long, value_name = "REGEX")]
+    until: Option<String>,
+    /// Return as soon as this TCP port accepts a connection on localhost; exit code 75.
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    until_port: Option<u16>,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The run's id.
+    id: RunId,
+    /// The text to type, then Enter (unless --no-newline).
+    #[arg(conflicts_with = "stdin")]
+    text: Option<String>,
+    /// Type the text without pressing Enter.
+    #[arg(long)]
+    no_newline: bool,
+    /// Then end the input (the terminal's EOF character, Ctrl-D).
+    #[arg(long)]
+    eof: bool,
+    /// Read the text from standard input (to its end) instead of TEXT.
+    #[arg(long)]
+    stdin: bool,
+    /// How long the command may take to read it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    timeout: Duration,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct FollowArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
+    /// The run's id.
+    id: RunId,
+    /// Start at this line (1-based) instead of the first.
+    #[arg(long, value_name = "N")]
+    from_line: Option<u64>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Only runs with this tag (repeatable).
+    #[arg(long = "tag", value_name = "K=V", value_parser = crate::client::cli::parse_key_value)]
+    tags: Vec<(String, String)>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    #[command(flatten)]
+    redact: RedactFlag,
+    /// The run's id.
+    id: RunId,
+    /// The signal for the whole process group: a name (TERM, INT, KILL, HUP, ...) or a number.
+    /// SIGKILL follows after the daemon's kill grace if the command is still running.
+    #[arg(long, short = 's', value_name = "SIGNAL", default_value = "TERM")]
+    signal: KillSignal,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// Reads a live `run`'s answer after the request was sent: a `running` preview, or the output
+/// streamed and then the exit.
+pub fn finish_run(connection: &mut Connection, live: &LiveRunArgs, json: bool) -> Result<ExitCode> {
+    if live.follow {
+        return stream(connection, live.stream(json) == Some(StreamMode::Raw), json);
+    }
+    loop {
+        match connection.next_event()? {
+            Event::Started(_) => {}
+            Event::Running(running) => return print_running(&running, json),
+            Event::Exit(exit) => return print_exit(&exit, json),
+            Event::Error(error) => {
+                if json {
+                    println!("{}", Event::Error(error.clone()).to_line().trim_end());
+                }
+                bail!("{}", error.message);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Prints a running command's preview and how to go on; exits 75.
+fn print_running(running: &RunningEvent, json: bool) -> Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, &Event::Running(Box::new(running.clone())))?;
+        out.write_all(b"\n")?;
+    } else {
+        out.write_all(running.preview.content.as_bytes())?;
+    }
+    out.flush()?;
+    if !json {
+        eprintln!("{}", running_line(running));
+    }
+    Ok(ExitCode::from(EXIT_STILL_RUNNING))
+}
+
+/// `[spillway: run ID is still running after 12.3s (no output for 4.0s; 5000 lines so
+/// far); ...]`: the state, and the commands to go on with. A run that is ready (`--until`)
+/// or waits for input says so first.
+fn running_line(r: &RunningEvent) -> String {
+    let id = &r.id;
+    let elapsed = format!("{:.1}s", r.elapsed_ms as f64 / 1000.0);
+    if let Some(ready) = &r.ready {
+        return format!(
+            "[spillway: run {id} is ready after {elapsed} ({}) and goes on: it is listed by \
+             spillway ps and runs until stopped. Its output: spillway wait {id} --yield 10s \
+             --new; stop it: spillway kill {id}]",
+            crate::daemon::readiness::describe(ready)
+        );
+    }
+    if let Some(waiting) = &r.waiting_for_input {
+        return format!(
+            "[spillway: run {id} is waiting for input on its terminal after {elapsed} ({} is \
+             blocked reading it; {} lines so far). Answer it: spillway send {id} TEXT (Enter \
+             is pressed after TEXT; --eof ends the input), then spillway wait {id} --yield 10s \
+             --new; stop it: spillway kill {id}]",
+            waiting.command, r.preview.total_lines
+        );
+    }
+    still_running_line(r)
+}
+
+fn still_running_line(r: &RunningEvent) -> String {
+    let secs = |ms: u64| format!("{:.1}s", ms as f64 / 1000.0);
+    let (first, last) = (r.first_line, r.preview.total_lines);
+    let news = match (first > 1, last) {
+        (true, last) if last < first => "nothing new".to_string(),
+        (true, last) if last == first => format!("line {last} is new"),
+        (true, last) => format!("lines {first}-{last} are new"),
+        (false, 1) => "1 line so far".to_string(),
+        (false, n) => format!("{n} lines so far"),
+    };
+    let idle = if r.idle_ms >= 1000 {
+        format!("no output for {}; ", secs(r.idle_ms))
+    } else {
+        String::new()
+    };
+    format!(
+        "[spillway: run {id} is still running after {} ({idle}{news}). More: spillway wait {id} \
+         --yield 10s --new; type into it: spillway send {id} TEXT; stop it: spillway kill {id}]",
+        secs(r.elapsed_ms),
+        id = r.id
+    )
+}
+
+pub fn wait(args: WaitArgs) -> Result<ExitCode> {
+    let request = WaitRequest {
+        no_redact: args.redact.no_redact,
+        id: args.id,
+        yield_ms: args
+            .yield_after
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)),
+        new: args.new,
+        caller: args.caller,
+        until: args.until.until,
+        until_port: args.until.until_port,
+    };
+    let endpoint = args.output.endpoint.resolve()?;
+    match ask(&endpoint, Request::Wait(request))? {
+        Event::Running(running) => print_running(&running, args.output.json),
+        Event::Exit(exit) => print_exit(&exit, args.output.json),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub fn send(args: SendArgs) -> Result<ExitCode> {
+    let (text, newline) = if args.stdin {
+        let mut text = String::new();
+        io::Read::read_to_string(&mut io::stdin(), &mut text)
+            .context("reading the text from standard input")?;
+        (text, !args.no_newline)
+    } else {
+        match args.text {
+            Some(text) => (text, !args.no_newline),
+            None => (String::new(), false),
+        }
+    };
+    if text.is_empty() && !newline && !args.eof {
+        bail!("nothing to send: give TEXT, --stdin or --eof");
+    }
+    let request = SendRequest {
+        id: args.id,
+        text,
+        newline,
+        eof: args.eof,
+        timeout_ms: Some(
+            u64::try_from(args.timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        ),
+    };
+    let event = ask(&args.output.endpoint.resolve()?, Request::Send(request))?;
+    if args.output.json {
+        return print_json(&event);
+    }
+    let Event::Sent(sent) = &event else {
+        return Err(unexpected(&event));
+    };
+    eprintln!("[spillway: sent {} bytes to run {}]", sent.bytes, sent.id);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn kill(args: KillArgs) -> Result<ExitCode> {
+    let request = KillRequest {
+        no_redact: args.redact.no_redact,
+        id: args.id,
+        signal: Some(args.signal),
+    };
+    let event = ask(&args.output.endpoint.resolve()?, Request::Kill(request))?;
+    if args.output.json {
+        return print_json(&event);
+    }
+    let Event::Exit(exit) = &event else {
+        return Err(unexpected(&event));
+    };
+    eprintln!("{}", end_line(exit));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How a run ended, always (`status_line` says nothing of a success).
+fn end_line(exit: &ExitEvent) -> String {
+    status_line(exit).unwrap_or_else(|| format!("[spillway: run {} exited with code 0]", exit.id))
+}
+
+pub fn follow(args: FollowArgs) -> Result<ExitCode> {
+    let request = FollowRequest {
+        no_redact: args.redact.no_redact,
+        id: args.id,
+        from_line: args.from_line,
+    };
+    let mut connection = Connection::open(&args.output.endpoint.resolve()?)?;
+    connection.send(&Request::Follow(request))?;
+    let json = args.output.json;
+    let mut out = io::stdout().lock();
+    loop {
+        let event = connection.next_event()?;
+        if json {
+            out.write_all(event.to_line().as_bytes())?;
+            out.flush()?;
+        }
+        match event {
+            Event::Output(output) if !json => {
+                out.write_all(output.text.as_bytes())?;
+                out.flush()?;
+            }
+            Event::Exit(exit) => {
+                if !json {
+                    eprintln!("{}", end_line(&exit));
+                }
+                return Ok(ExitCode::from(exit_code(&exit)));
+            }
+            Event::Error(error) => bail!("{}", error.message),
+            _ => {}
+        }
+    }
+}
+
+/// `run --follow`: prints the output as it comes (raw or text), with a status line on a
+/// terminal's stderr, then a summary.
+fn stream(connection: &mut Connection, raw: bool, json: bool) -> Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    let mut status = Status::new(!json && io::stderr().is_terminal());
+    let (mut lines, mut bytes) = (0u64, 0u64);
+    let mut at_line_start = true;
+    let mut id = None;
+    loop {
+        let event = connection.next_event()?;
+        if json {
+            out.write_all(event.to_line().as_bytes())?;
+            out.flush()?;
+        }
+        let text = match &event {
+            Event::Started(started) => {
+                id = Some(started.id.clone());
+                None
+            }
+            Event::Output(output) => Some(output.text.as_str()),
+            Event::Raw(chunk) if raw => Some(chunk.data.as_str()),
+            Event::Lagged(lagged) => {
+                let note = format!(
+                    "[spillway: the terminal fell behind the command; from here on its \
+                     normalised text, from line {}]\n",
+                    lagged.line
+                );
+                let note = if at_line_start {
+                    note
+                } else {
+                    format!("\n{note}")
+                };
+                status.print(&mut io::stderr(), &note)?;
+                at_line_start = true;
+                None
+            }
+            Event::Exit(exit) => {
+                status.hide();
+                if !json {
+                    if !at_line_start {
+                        out.write_all(b"\n")?;
+                    }
+                    out.flush()?;
+                    eprintln!("{}", summary(exit));
+                }
+                return Ok(ExitCode::from(exit_code(exit)));
+            }
+            Event::Error(error) => {
+                status.hide();
+                bail!("{}", error.message);
+            }
+            _ => None,
+        };
+        let Some(text) = text.filter(|t| !t.is_empty() && !json) else {
+            continue;
+        };
+        status.print(&mut out, text)?;
+        lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
+        bytes += text.len() as u64;
+        at_line_start = text.ends_with('\n');
+        if let Some(id) = &id {
+            status.set_message(format!(
+                "run {id} · {lines} lines · {}",
+                ByteSize::b(bytes).display().si()
+            ));
+        }
+    }
+}
+
+/// The status line on a terminal's stderr (elapsed time, lines and bytes so far), shown only
+/// while the output is at the start of a line: a line still being written (a prompt, a
+/// progress bar of the command's own) is never drawn over.
+struct Status {
+    enabled: bool,
+    started: std::time::Instant,
+    bar: Option<ProgressBar>,
+    message: String,
+}
+
+impl Status {
+    fn new(enabled: bool) -> Status {
+        let mut status = Status {
+            enabled,
+            started: std::time::Instant::now(),
+            bar: None,
+            message: "starting".into(),
+        };
+        status.show();
+        status
+    }
+
+    fn show(&mut self) {
+        if !self.enabled || self.bar.is_some() {
+            return;
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+            .with_elapsed(self.started.elapsed());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_message(self.message.clone());
+        bar.enable_steady_tick(Duration::from_millis(250));
+        self.bar = Some(bar);
+    }
+
+    /// Clears the status line, leaving the cursor where it was drawn.
+    fn hide(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn set_message(&mut self, message: String) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(message.clone());
+        }
+        self.message = message;
+    }
+
+    /// Writes `text` to `to` around the status line.
+    fn print(&mut self, to: &mut impl Write, text: &str) -> io::Result<()> {
+        let ends_line = text.ends_with('\n');
+        if !ends_line {
+            self.hide();
+        }
+        let mut write = || -> io::Result<()> {
+            to.write_all(text.as_bytes())?;
+            to.flush()
+        };
+        match &self.bar {
+            Some(bar) => bar.suspend(write)?,
+            None => write()?,
+        }
+        if ends_line {
+            self.show();
+        }
+        Ok(())
+    }
+}
+
+/// The last word of `run --follow`: how the run ended, its size and where it all is.
+fn summary(exit: &ExitEvent) -> String {
+    let how = match end_line(exit).strip_prefix("[spillway: ") {
+        Some(rest) => rest.trim_end_matches(']').to_string(),
+        None => format!("run {} ended", exit.id),
+    };
+    let whole = exit
+        .preview
+        .spill_path
+        .as_deref()
+        .map_or_else(String::new, |p| format!("; full output: {p}"));
+    format!(
+        "[spillway: {how} after {:.1}s: {} lines, {}{whole}]",
+        exit.duration_ms as f64 / 1000.0,
+        exit.preview.total_lines,
+        ByteSize::b(exit.preview.total_bytes).display().si()
+    )
+}
+
+pub fn ps(args: PsArgs) -> Result<ExitCode> {
+    let request = PsRequest {
+        tags: args.tags.into_iter().collect(),
+    };
+    let event = ask(&args.output.endpoint.resolve()?, Request::Ps(request))?;
+    if args.output.json {
+        return print_json(&event);
+    }
+    let Event::Ps(ps) = &event else {
+        return Err(unexpected(&event));
+    };
+    let mut out = io::stdout().lock();
+    if ps.runs.is_empty() {
+        writeln!(out, "no running commands")?;
+    } else {
+        writeln!(out, "{}", ps_table(&ps.runs))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An aligned table of the running commands, the command cut to the terminal's width.
+fn ps_table(runs: &[LiveRun]) -> String {
+    let secs = |ms: u64| crate::client::ops::duration(chrono::Duration::milliseconds(ms as i64));
+    let rows: Vec<[String; 7]> = runs
+        .iter()
+        .map(|r| {
+            let tags: Vec<String> = r.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            [
+                r.id.to_string(),
+                r.pid.to_string(),
+                secs(r.elapsed_ms) + if r.stopping { " (stopping)" } else { "" },
+                secs(r.idle_ms),
+                r.total_lines.to_string(),
+                ByteSize::b(r.total_bytes).to_string(),
+                tags.join(","),
+            ]
+        })
+        .collect();
+    let header = ["ID", "PID", "ELAPSED", "IDLE", "LINES", "SIZE", "TAGS"];
+    let commands: Vec<&str> = runs.iter().map(|r| r.command.as_str()).collect();
+    command_table(&header, &rows, &commands, &[1, 2, 3, 4, 5])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::capture::{Capture, Limits, SpillPolicy};
+    use crate::engine::preview::CliSteps;
+    use crate::protocol::RunStatus;
+    use crate::protocol::{Direction, Preview};
+
+    fn empty_preview() -> Preview {
+        let mut capture = Capture::new(Limits::default(), SpillPolicy::Never);
+        capture.finish();
+        Preview::build(&capture.view(), Direction::Both, &CliSteps)
+    }
+
+    fn running(first_line: u64, total_lines: u64, idle_ms: u64) -> RunningEvent {
+        RunningEvent {
+            id: "20261121-101502-k3f7".parse().unwrap(),
+            pid: 1,
+            started_at: String::new(),
+            elapsed_ms: 12_345,
+            idle_ms,
+            first_line,
+            ready: None,
+            waiting_for_input: None,
+            preview: Preview {
+                total_lines,
+                ..empty_preview()
+            },
+        }
+    }
+
+    #[test]
+    fn the_running_line_says_what_is_new_and_what_to_do() {
+        let line = running_line(&running(1, 5000, 4000));
+        assert!(line.contains("still running after 12.3s"), "{line}");
+        assert!(
+            line.contains("no output for 4.0s; 5000 lines so far"),
+            "{line}"
+        );
+        assert!(line.contains("spillway wait 20261121-101502-k3f7 --yield 10s --new"));
+        let new = running_line(&running(41, 60, 10));
+        assert!(
+            new.contains("lines 41-60 are new") && !new.contains("no output"),
+            "{new}"
+        );
+        assert!(running_line(&running(61, 60, 0)).contains("(nothing new)"));
+        assert!(running_line(&running(60, 60, 0)).contains("(line 60 is new)"));
+        assert!(running_line(&running(1, 1, 0)).contains("(1 line so far)"));
+    }
+
+    #[test]
+    fn a_summary_names_the_end_the_size_and_the_spill() {
+        let exit = ExitEvent {
+            id: "20261121-101502-k3f7".parse().unwrap(),
+            status: RunStatus::Exited,
+            exit_code: Some(0),
+            signal: None,
+            duration_ms: 8421,
+            started_at: String::new(),
+            ended_at: String::new(),
+            first_line: None,
+            stopped: Vec::new(),
+            limits_hit: Vec::new(),
+            preview: Preview {
+                spill_path: Some("/s.log".into()),
+                total_lines: 3,
+                total_bytes: 12,
+                ..empty_preview()
+            },
+        };
+        assert_eq!(
+            summary(&exit),
+            "[spillway: run 20261121-101502-k3f7 exited with code 0 after 8.4s: 3 lines, 12 B; full output: /s.log]"
+        );
+    }
+}

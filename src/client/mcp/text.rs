@@ -1,0 +1,267 @@
+//! What the model reads: each daemon answer as the text of a tool result. Pure functions of
+//! the protocol's events, so the wording is tested without a daemon.
+
+use std::fmt::Write as _;
+
+use crate::engine::redact::notice_line;
+use crate::protocol::RunRecord;
+use crate::protocol::{
+    ExitEvent, GrepEvent, HistoryEvent, RunId, RunStatus, RunningEvent, SentEvent, ShowEvent,
+};
+use crate::storage::grep::MAX_LINE_CHARS;
+
+/// Seconds with one decimal, as the CLI prints durations under a minute.
+fn seconds(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+/// How a finished run ended, in words; a non-zero exit code is an outcome, not a failure of
+/// the tool, so it is said plainly.
+pub fn ending(exit: &ExitEvent) -> String {
+    let how = match (exit.status, exit.exit_code, exit.signal) {
+        (RunStatus::TimedOut, _, _) => "timed out; its process group was killed".to_string(),
+        (RunStatus::Killed, _, Some(signal)) => format!("was stopped by signal {signal}"),
+        (_, _, Some(signal)) => format!("was killed by signal {signal}"),
+        (_, Some(code), None) => format!("exited with code {code}"),
+        (status, None, None) => format!("ended: {}", status.as_str()),
+    };
+    let how = match exit.limits_hit.iter().find(|h| h.resource == "memory") {
+        Some(hit) => format!(
+            "{how}: it reached its memory limit of {} and the kernel's OOM killer ended a \
+             process (raise it with memory=...)",
+            crate::supervisor::limits::human_bytes(hit.limit)
+        ),
+        None => how,
+    };
+    format!(
+        "[spillway: run {} {how} after {}; {} lines of output]",
+        exit.id,
+        seconds(exit.duration_ms),
+        exit.preview.total_lines
+    )
+}
+
+/// A finished run: its preview (notice included), then how it ended.
+pub fn exit_text(exit: &ExitEvent) -> String {
+    let mut text = exit.preview.content.clone();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&ending(exit));
+    text
+}
+
+/// A run still going: its preview so far, then what to do next, in tool calls.
+pub fn running_text(running: &RunningEvent) -> String {
+    let mut text = running.preview.content.clone();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let id = &running.id;
+    let elapsed = seconds(running.elapsed_ms);
+    if let Some(ready) = &running.ready {
+        let _ = write!(
+            text,
+            "[spillway: run {id} is ready after {elapsed} ({}) and goes on until you call kill \
+             with id=\"{id}\". Its new output: call wait with id=\"{id}\" yield_seconds=5]",
+            crate::daemon::readiness::describe(ready)
+        );
+        return text;
+    }
+    if let Some(waiting) = &running.waiting_for_input {
+        let _ = write!(
+            text,
+            "[spillway: run {id} is waiting for input on its terminal after {elapsed} ({} is \
+             blocked reading it). Answer it: call send_input with id=\"{id}\" text=\"...\" \
+             (Enter is pressed after it), then call wait with id=\"{id}\" yield_seconds=5; \
+             stop it: call kill with id=\"{id}\"]",
+            waiting.command
+        );
+        return text;
+    }
+    let _ = write!(
+        text,
+        "[spillway: run {id} is still running after {} (no output for {}; {} lines so far). \
+         More: call wait with id=\"{id}\" yield_seconds=10; type into it: call send_input with \
+         id=\"{id}\" text=\"...\"; stop it: call kill with id=\"{id}\"]",
+        seconds(running.elapsed_ms),
+        seconds(running.idle_ms),
+        running.preview.total_lines
+    );
+    text
+}
+
+/// A page of a spill, and where to go on.
+pub fn show_text(page: &ShowEvent) -> String {
+    let mut text = page.text.clone();
+    if let Some(line) = notice_line(&page.redactions) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    match page.next_offset {
+        Some(next) => {
+            let _ = write!(
+                text,
+                "[lines {}-{} of {}; continue: call read_output with id=\"{}\" offset={next}]",
+                page.first, page.last, page.total_lines, page.run.id
+            );
+        }
+        None => {
+            let _ = write!(
+                text,
+                "[lines {}-{} of {}: the end of the output]",
+                page.first, page.last, page.total_lines
+            );
+        }
+    }
+    text
+}
+
+/// Matches as `grep -n` prints them (`N:` a match, `N-` context, `--` between groups), and
+/// what stopped the search.
+pub fn grep_text(found: &GrepEvent, pattern: &str, context: usize) -> String {
+    let mut text = String::new();
+    let mut previous: Option<u64> = None;
+    for line in &found.result.lines {
+        if context > 0 && previous.is_some_and(|p| line.line > p + 1) {
+            text.push_str("--\n");
+        }
+        let mark = if line.matched { ':' } else { '-' };
+        let _ = writeln!(text, "{}{mark}{}", line.line, line.text);
+        previous = Some(line.line);
+    }
+    let id = &found.run.id;
+    if found.result.matches == 0 {
+        let _ = write!(
+            text,
+            "[no line of run {id}'s output matches {}]",
+            json_string(pattern)
+        );
+        return text;
+    }
+    let _ = write!(text, "[{} matching lines", found.result.matches);
+    if found.result.limit_hit {
+        let _ = write!(
+            text,
+            "; the limit of {} was reached and more lines match: refine the pattern or raise max_count",
+            found.max_count
+        );
+    }
+    if found.result.lines_cut {
+        let _ = write!(
+            text,
+            "; lines longer than {MAX_LINE_CHARS} characters were cut: read one whole with \
+             read_output id=\"{id}\" offset=N limit=1"
+        );
+    }
+    text.push(']');
+    if let Some(line) = notice_line(&found.redactions) {
+        text.push('\n');
+        text.push_str(&line);
+    }
+    text
+}
+
+/// A sent text, and how to see what the command made of it.
+pub fn sent_text(sent: &SentEvent) -> String {
+    format!(
+        "[spillway: typed {} bytes into run {id}; see what it does: call wait with id=\"{id}\" yield_seconds=5]",
+        sent.bytes,
+        id = sent.id
+    )
+}
+
+/// Runs newest first, one line each: id, start, how it ended, size, command.
+pub fn history_text(history: &HistoryEvent) -> String {
+    if history.runs.is_empty() {
+        return "[no runs match]".to_string();
+    }
+    let mut text = String::new();
+    for run in &history.runs {
+        let _ = writeln!(
+            text,
+            "{}  {}  {}  {}  {}",
+            run.id,
+            run.started_at.format("%Y-%m-%dT%H:%M:%SZ"),
+            status_text(run),
+            run.total_lines
+                .map_or_else(|| "-".to_string(), |n| format!("{n} lines")),
+            run.command
+        );
+    }
+    text
+}
+
+fn status_text(run: &RunRecord) -> String {
+    match (run.status, run.exit_code, run.signal) {
+        (RunStatus::Exited, Some(code), _) => format!("exit {code}"),
+        (_, _, Some(signal)) => format!("{} (signal {signal})", run.status.as_str()),
+        (status, _, _) => status.as_str().to_string(),
+    }
+}
+
+/// A JSON string literal, as a model would pass the value back.
+pub fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_else(|_| format!("\"{text}\""))
+}
+
+/// An id a model gave, checked, or a message that says what an id looks like.
+pub fn parse_id(id: &str) -> Result<RunId, String> {
+    id.trim().parse().map_err(|e| format!("{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Preview;
+
+    fn preview(content: &str, total_lines: u64) -> Preview {
+        Preview {
+            truncated: false,
+            content: content.to_string(),
+            spill_path: None,
+            total_lines,
+            total_bytes: content.len() as u64,
+            truncated_by: None,
+            shown: Vec::new(),
+            omitted_lines: 0,
+            partial_line: None,
+            spill_capped: None,
+            redactions: Default::default(),
+        }
+    }
+
+    fn exit(status: RunStatus, exit_code: Option<i32>, signal: Option<i32>) -> ExitEvent {
+        ExitEvent {
+            id: "20261121-101502-k3f7".parse().unwrap(),
+            status,
+            exit_code,
+            signal,
+            duration_ms: 1234,
+            started_at: String::new(),
+            ended_at: String::new(),
+            first_line: None,
+            stopped: Vec::new(),
+            limits_hit: Vec::new(),
+            preview: preview("boom\n", 1),
+        }
+    }
+
+    #[test]
+    fn a_failed_run_says_its_exit_code() {
+        let text = exit_text(&exit(RunStatus::Exited, Some(3), None));
+        assert_eq!(
+            text,
+            "boom\n[spillway: run 20261121-101502-k3f7 exited with code 3 after 1.2s; 1 lines of output]"
+        );
+        assert!(ending(&exit(RunStatus::TimedOut, None, Some(15))).contains("timed out"));
+        assert!(ending(&exit(RunStatus::Signaled, None, Some(9))).contains("killed by signal 9"));
+    }
+
+    #[test]
+    fn ids_are_checked_with_a_clear_message() {
+        assert!(parse_id(" 20261121-101502-k3f7 ").is_ok());
+        let message = parse_id("../etc").unwrap_err();
+        assert!(message.contains("YYYYMMDD-HHMMSS-xxxx"), "{message}");
+    }
+}

@@ -1,0 +1,14 @@
+//! The client layer: everything that talks to the daemon over its socket. `connection`
+//! finds (or starts) the daemon and checks it is our own user's; `cli` is the command line
+//! (`live_cli` its live-run commands, `ops` the operator's); `mcp` serves the same as MCP
+//! tools; `hook` is the program an agent host's pre-tool hook runs, and `init` installs it.
+
+pub mod cli;
+mod connection;
+pub mod hook;
+pub mod init;
+pub mod live_cli;
+pub mod mcp;
+pub mod ops;
+
+pub use connection::{Connection, Endpoint};

@@ -1,0 +1,428 @@
+//! The operator's commands (`history`, `show`, `grep`, `stats`, `purge`): each sends one request
+//! through the socket and prints the answer, as text for people or, with `--json`, as the
+//! daemon's event for machines. Nothing here reads the index or a spill file directly: the
+//! daemon decides what may be read.
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use bytesize::ByteSize;
+use chrono::{DateTime, Local, Utc};
+use comfy_table::{Cell, CellAlignment, Table, presets};
+
+use crate::client::{Connection, Endpoint};
+use crate::engine::redact::notice_line;
+use crate::protocol::RunRecord;
+use crate::protocol::{
+    Event, GrepRequest, HistoryRequest, PurgeRequest, Request, RunStatus, ShowRequest,
+};
+use crate::storage::grep::MAX_LINE_CHARS;
+
+/// Sends one request and returns its answer; an `error` event becomes an error.
+pub(crate) fn ask(endpoint: &Endpoint, request: Request) -> Result<Event> {
+    let mut connection = Connection::open(endpoint)?;
+    connection.send(&request)?;
+    match connection.next_event()? {
+        Event::Error(error) => bail!("{}", error.message),
+        event => Ok(event),
+    }
+}
+
+pub(crate) fn print_json(event: &Event) -> Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    serde_json::to_writer(&mut out, event)?;
+    out.write_all(b"\n")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn unexpected(event: &Event) -> anyhow::Error {
+    anyhow::anyhow!(
+        "unexpected answer from the daemon: {}",
+        event.to_line().trim_end()
+    )
+}
+
+pub fn history(endpoint: &Endpoint, request: &HistoryRequest, json: bool) -> Result<ExitCode> {
+    let event = ask(endpoint, Request::History(request.clone()))?;
+    if json {
+        return print_json(&event);
+    }
+    let Event::History(history) = &event else {
+        return Err(unexpected(&event));
+    };
+    let mut out = io::stdout().lock();
+    if history.runs.is_empty() {
+        writeln!(out, "no runs")?;
+    } else {
+        writeln!(out, "{}", history_table(&history.runs))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An aligned table, the command cut to what is left of the terminal's width.
+fn history_table(runs: &[RunRecord]) -> String {
+    let rows: Vec<[String; 6]> = runs
+        .iter()
+        .map(|r| {
+            [
+                r.id.to_string(),
+                local_time(r.started_at),
+                r.ended_at
+                    .map_or_else(|| "-".into(), |end| duration(end - r.started_at)),
+                status_text(r),
+                r.total_lines.map_or_else(|| "-".into(), |n| n.to_string()),
+                r.total_bytes
+                    .map_or_else(|| "-".into(), |n| ByteSize::b(n).to_string()),
+            ]
+        })
+        .collect();
+    let header = ["ID", "STARTED", "DURATION", "STATUS", "LINES", "SIZE"];
+    let commands: Vec<&str> = runs.iter().map(|r| r.command.as_str()).collect();
+    command_table(&header, &rows, &commands, &[2, 4, 5])
+}
+
+/// An aligned table of `rows` under `header` with a last COMMAND column cut to what is left
+/// of the terminal's width; `numeric` columns are right-aligned. Two spaces between columns,
+/// none at the edges, as `ps` and `docker ps` print.
+pub(crate) fn command_table<const N: usize>(
+    header: &[&str; N],
+    rows: &[[String; N]],
+    commands: &[&str],
+    numeric: &[usize],
+) -> String {
+    let used: usize = (0..N)
+        .map(|c| {
+            rows.iter()
+                .map(|row| row[c].chars().count())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+                + 2
+        })
+        .sum();
+    let room = terminal_width().map(|w| w.saturating_sub(used).max(20));
+    let mut table = Table::new();
+    table.load_preset(presets::NOTHING);
+    table.set_header(header.iter().chain(["COMMAND"].iter()));
+    for (row, command) in rows.iter().zip(commands) {
+        let command = one_line(command);
+        let command = room.map_or_else(|| command.clone(), |w| cut_to(&command, w));
+        let mut cells: Vec<Cell> = row.iter().map(Cell::new).collect();
+        for &column in numeric {
+            cells[column] = cells[column].clone().set_alignment(CellAlignment::Right);
+        }
+        cells.push(Cell::new(command));
+        table.add_row(cells);
+    }
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, if i == N { 0 } else { 2 }));
+    }
+    table
+        .lines()
+        .map(|line| line.trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The terminal's width when stdout is one (else the table is not cut).
+fn terminal_width() -> Option<usize> {
+    if !io::stdout().is_terminal() {
+        return None;
+    }
+    terminal_size::terminal_size().map(|(w, _)| usize::from(w.0))
+}
+
+/// A command as one table row: a multi-line shell command (a heredoc, a script) would spill
+/// over the rows below, and escape sequences in it would act on the terminal, so line breaks
+/// show as `↵` and other control characters as escapes (`\u{1b}`).
+fn one_line(command: &str) -> String {
+    let mut line = String::with_capacity(command.len());
+    let mut chars = command.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' | '\r' => line.push_str(" ↵ "),
+            '\t' => line.push(' '),
+            c if c.is_control() => line.extend(c.escape_default()),
+            c => line.push(c),
+        }
+    }
+    line
+}
+
+fn cut_to(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+    format!("{kept}…")
+}
+
+fn local_time(t: DateTime<Utc>) -> String {
+    t.with_timezone(&Local)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
+/// `0.4s`, `8.4s`, `2m03s`, `1h02m`.
+pub(crate) fn duration(d: chrono::Duration) -> String {
+    let ms = d.num_milliseconds().max(0);
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60)
+    }
+}
+
+fn status_text(r: &RunRecord) -> String {
+    match (r.status, r.exit_code, r.signal) {
+        (RunStatus::Exited, Some(code), _) => format!("exit {code}"),
+        (RunStatus::Signaled, _, Some(signal)) => format!("signal {signal}"),
+        (status, _, _) => status.as_str().replace('_', " "),
+    }
+}
+
+/// How `show` prints a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShowStyle {
+    /// A header with the run's record, the lines, and the continuation notice.
+    Page,
+    /// Only the lines.
+    Raw,
+    /// The daemon's `show` event.
+    Json,
+}
+
+pub fn show(endpoint: &Endpoint, request: &ShowRequest, style: ShowStyle) -> Result<ExitCode> {
+    let event = ask(endpoint, Request::Show(request.clone()))?;
+    if style == ShowStyle::Json {
+        return print_json(&event);
+    }
+    let Event::Show(page) = &event else {
+        return Err(unexpected(&event));
+    };
+    let mut out = io::stdout().lock();
+    if style == ShowStyle::Page {
+        let run = &page.run;
+        writeln!(
+            out,
+            "run {}  {}  started {}{}",
+            run.id,
+            status_text(run),
+            local_time(run.started_at),
+            run.ended_at.map_or_else(String::new, |end| format!(
+                "  took {}",
+                duration(end - run.started_at)
+            ))
+        )?;
+        writeln!(out, "command: {}", run.command)?;
+        writeln!(out, "cwd: {}", run.cwd)?;
+        if let Some(spill) = &run.spill_path {
+            writeln!(
+                out,
+                "spill: {spill}{}",
+                match (run.spill_complete, run.spill_capped_at_line) {
+                    (true, _) => String::new(),
+                    (false, Some(line)) => format!(" (capped: stops in line {line})"),
+                    (false, None) => " (incomplete)".into(),
+                }
+            )?;
+        }
+        writeln!(out, "---")?;
+    }
+    out.write_all(page.text.as_bytes())?;
+    if style == ShowStyle::Page
+        && let Some(next) = page.next_offset
+    {
+        let by_bytes = if page.stopped_by_bytes {
+            " (byte limit)"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "[lines {}-{} of {}{by_bytes}; continue with --offset {next}]",
+            page.first, page.last, page.total_lines
+        )?;
+    }
+    if let Some(line) = notice_line(&page.redactions) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints matches as `grep -n` does (`N:` a match, `N-` context, and `--` between groups when
+/// there is context); exits 1 when nothing matched, like grep.
+pub fn grep(endpoint: &Endpoint, request: &GrepRequest, json: bool) -> Result<ExitCode> {
+    let event = ask(endpoint, Request::Grep(request.clone()))?;
+    let Event::Grep(found) = &event else {
+        return Err(unexpected(&event));
+    };
+    let code = if found.result.matches > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    if json {
+        print_json(&event)?;
+        return Ok(code);
+    }
+    let mut out = io::stdout().lock();
+    let mut previous = None;
+    for line in &found.result.lines {
+        if request.context > 0 && previous.is_some_and(|p: u64| line.line > p + 1) {
+            writeln!(out, "--")?;
+        }
+        let mark = if line.matched { ':' } else { '-' };
+        writeln!(out, "{}{mark}{}", line.line, line.text)?;
+        previous = Some(line.line);
+    }
+    if found.result.limit_hit {
+        writeln!(
+            out,
+            "[match limit of {} reached; more lines match: refine the pattern or raise --max-count]",
+            found.max_count
+        )?;
+    }
+    if found.result.lines_cut {
+        writeln!(
+            out,
+            "[lines longer than {MAX_LINE_CHARS} characters were cut; see one whole with: spillway show {} --offset N --limit 1]",
+            found.run.id
+        )?;
+    }
+    if let Some(line) = notice_line(&found.redactions) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(code)
+}
+
+pub fn stats(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
+    let event = ask(endpoint, Request::Stats)?;
+    if json {
+        return print_json(&event);
+    }
+    let Event::Stats(stats) = &event else {
+        return Err(unexpected(&event));
+    };
+    let index = &stats.index;
+    let total: u64 = index.runs_by_status.values().sum();
+    let by_status: Vec<String> = index
+        .runs_by_status
+        .iter()
+        .map(|(status, n)| format!("{status} {n}"))
+        .collect();
+    let mut out = io::stdout().lock();
+    writeln!(out, "runs: {total} ({})", by_status.join(", "))?;
+    let share = if stats.max_disk == 0 {
+        0.0
+    } else {
+        index.spill_bytes as f64 * 100.0 / stats.max_disk as f64
+    };
+    writeln!(
+        out,
+        "spills: {} of a {} quota ({share:.1}%)",
+        ByteSize::b(index.spill_bytes),
+        ByteSize::b(stats.max_disk)
+    )?;
+    let when = |t: Option<DateTime<Utc>>| t.map_or_else(|| "-".into(), local_time);
+    writeln!(out, "oldest run: {}", when(index.oldest))?;
+    writeln!(out, "newest run: {}", when(index.newest))?;
+    writeln!(out, "database: {}", ByteSize::b(index.database_bytes))?;
+    writeln!(
+        out,
+        "retention: {}",
+        humantime::format_duration(std::time::Duration::from_millis(stats.retention_ms))
+    )?;
+    writeln!(out, "data directory: {}", stats.data_dir)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn purge(endpoint: &Endpoint, request: &PurgeRequest, json: bool) -> Result<ExitCode> {
+    let event = ask(endpoint, Request::Purge(request.clone()))?;
+    if json {
+        return print_json(&event);
+    }
+    let Event::Purge(report) = &event else {
+        return Err(unexpected(&event));
+    };
+    let verb = if report.dry_run {
+        "would delete"
+    } else {
+        "deleted"
+    };
+    let mut out = io::stdout().lock();
+    for (why, runs) in [
+        ("expired", &report.expired),
+        ("over quota", &report.evicted),
+    ] {
+        for run in runs {
+            writeln!(
+                out,
+                "{verb} run {} ({why}, started {}, {})",
+                run.id,
+                local_time(run.started_at),
+                ByteSize::b(run.bytes)
+            )?;
+        }
+    }
+    for orphan in &report.orphans {
+        writeln!(
+            out,
+            "{verb} orphan file {} ({})",
+            orphan.path,
+            ByteSize::b(orphan.bytes)
+        )?;
+    }
+    for id in &report.marked_missing {
+        writeln!(
+            out,
+            "run {id}: its spill file is gone (record kept, marked missing)"
+        )?;
+    }
+    writeln!(
+        out,
+        "{}: {} runs, {} orphan files, {} freed; spills now {} of {}",
+        if report.dry_run { "dry run" } else { "purged" },
+        report.expired.len() + report.evicted.len(),
+        report.orphans.len(),
+        ByteSize::b(report.freed_bytes),
+        ByteSize::b(report.spill_bytes_after),
+        ByteSize::b(report.max_disk)
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        let d = chrono::Duration::milliseconds;
+        assert_eq!(duration(d(420)), "0.4s");
+        assert_eq!(duration(d(8_421)), "8.4s");
+        assert_eq!(duration(d(123_000)), "2m03s");
+        assert_eq!(duration(d(3_720_000)), "1h02m");
+    }
+
+    #[test]
+    fn long_commands_are_cut_with_an_ellipsis() {
+        assert_eq!(cut_to("cargo build", 20), "cargo build");
+        assert_eq!(cut_to("cargo build --release", 10), "cargo bui…");
+    }
+
+    #[test]
+    fn a_multi_line_command_takes_one_row() {
+        assert_eq!(
+            one_line("cat <<EOF\r\none\ntwo\tthree\u{1b}[2J\nEOF"),
+            "cat <<EOF ↵ one ↵ two three\\u{1b}[2J ↵ EOF"
+        );
+        let rows = [["a".to_string()], ["b".to_string()]];
+        let table = command_table(&["ID"], &rows, &["echo 1\necho 2", "true"], &[]);
+        assert_eq!(table.lines().count(), 3, "{table}");
+    }
+}

@@ -1,0 +1,511 @@
+//! The daemon's lifecycle: claiming the data directory and the socket, serving, and shutting
+//! down cleanly.
+//!
+//! Start-up happens before the async runtime exists (no threads yet, so setting the umask for
+//! the bind is safe): the data directory is checked and locked (one daemon per data directory,
+//! see [`lock`]), then the socket is either inherited from systemd (`LISTEN_FDS`/`LISTEN_PID`)
+//! or bound by us. Binding first takes an exclusive lock on `<socket>.lock`, so of two daemons
+//! started at once on one socket exactly one wins, and only the winner may replace a stale
+//! socket file left by a crash (one that refuses connections). Nothing at those paths is
+//! followed if it is a symbolic link, and nothing but a socket is ever replaced. The soft
+//! limit on open files is raised to the hard one, since every client holds one. The index is
+//! opened last, with room made for it on a full disk ([`crate::storage::space`]), and what a dead
+//! daemon left behind is put right ([`crate::daemon::recover`]). A daemon started by a client tells
+//! it how start-up went ([`report`]).
+//!
+//! SIGTERM or SIGINT (via `signal-hook`) starts a graceful shutdown: stop accepting, stop every
+//! running command's process group (TERM, then KILL after the grace period), let each run
+//! finish its record and send its `exit` event, remove the socket, exit 0. A daemon started by
+//! a client (`--idle-exit`) also shuts down after a quiet period with no runs and no clients.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use nix::fcntl::{Flock, FlockArg};
+use signal_hook::iterator::Signals;
+use tokio::sync::watch;
+
+use crate::daemon::recover::{process_lives, record_orphan_spills};
+use crate::protocol::PurgeRequest;
+use crate::storage::index::{INDEX_FILE, Index, IndexError};
+use crate::storage::purge::PurgePolicy;
+use crate::storage::space::Space;
+use crate::storage::spill::{DataDir, ensure_private_dir};
+use crate::supervisor::pty;
+use server::{Daemon, Settings};
+
+use self::lock::{DataDirLock, Predecessor};
+use self::report::StartReport;
+
+pub mod allocator;
+mod lock;
+pub mod readiness;
+pub mod recover;
+mod report;
+pub mod server;
+
+/// Settings of one daemon, resolved from flags and environment.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub socket: PathBuf,
+    pub data_dir: PathBuf,
+    /// Exit after this long with no runs and no clients (daemons started by a client).
+    pub idle_exit: Option<Duration>,
+    /// Timeout for runs that do not ask for one.
+    pub default_timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL when a run's process group is stopped.
+    pub kill_grace: Duration,
+    /// Retention, disk quota and orphan grace for spills.
+    pub policy: PurgePolicy,
+    /// Cap on each run's spill file.
+    pub max_spill: u64,
+    /// How long a client may take to finish a request line, and to take each event.
+    pub client_timeout: Duration,
+    /// Redacts credentials from what clients are sent; None with `--no-redact`.
+    pub redactor: Option<std::sync::Arc<crate::engine::redact::Redactor>>,
+    /// Standard output is a pipe to the client that started this daemon: say there whether
+    /// start-up went well ([`report`]).
+    pub report_start: bool,
+    /// Cgroups or not for runs, and their default limits.
+    pub containment: crate::supervisor::cgroup::Containment,
+}
+
+/// Most connections served at once...
+const MAX_CLIENTS: usize = 4096;
+/// ...and at most this share of the open-file limit (the rest is for runs, spills and the index).
+const CLIENTS_SHARE_OF_FILES: u64 = 2;
+
+/// How often the daemon purges old spills after the one at start-up.
+const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
+/// How often the daemon reaps processes that escaped their runs and died (a zombie costs only
+/// a process-table slot, so a few seconds late is fine), and looks whether it has gone quiet.
+const TIDY_INTERVAL: Duration = Duration::from_secs(2);
+
+/// How the daemon got its listening socket.
+enum Listener {
+    /// Bound by us: the socket file is ours to remove, and the lock must be held until then.
+    Bound {
+        listener: StdUnixListener,
+        _lock: Flock<File>,
+    },
+    /// Passed by systemd, which owns the socket file.
+    Inherited(StdUnixListener),
+}
+
+/// Runs the daemon in the foreground until it is told to stop (or idles out).
+pub fn run(config: DaemonConfig) -> Result<()> {
+    crate::daemon::allocator::limit_arenas();
+    let mut report = StartReport::new(config.report_start);
+    let (opened, signals, runtime) = match start(&config) {
+        Ok(started) => started,
+        Err(e) => {
+            report.failed(&e);
+            return Err(e);
+        }
+    };
+    report.ready();
+    runtime.block_on(serve(config, opened, signals))
+}
+
+/// Everything up to serving: the data directory and its lock, the socket, the index.
+fn start(config: &DaemonConfig) -> Result<(Opened, Signals, tokio::runtime::Runtime)> {
+    // Caught from the very start: a SIGTERM while the socket is being claimed or the index
+    // opened (systemd stopping a unit that is still starting) waits in the queue and becomes
+    // an orderly shutdown instead of killing the daemon mid-way.
+    let signals = catch_signals()?;
+    let files = raise_file_limit();
+    let data_dir = DataDir::open(&config.data_dir)
+        .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
+    let (lock, predecessor) = DataDirLock::acquire(data_dir.root(), &config.socket)?;
+    let space = Arc::new(Space::new(data_dir.root()));
+    let listener = claim_socket(&config.socket)?;
+    let (index, records, interrupted) = match open_index(&data_dir, &predecessor, &space) {
+        Ok(opened) => opened,
+        Err(e) => {
+            listener.release(&config.socket);
+            return Err(e);
+        }
+    };
+    lock.heartbeat();
+    let max_clients = usize::try_from(files / CLIENTS_SHARE_OF_FILES)
+        .unwrap_or(usize::MAX)
+        .min(MAX_CLIENTS);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("spillway-daemon")
+        .build()
+        .context("cannot start the async runtime")?;
+    let opened = Opened {
+        data_dir,
+        lock,
+        space,
+        index,
+        records,
+        listener,
+        max_clients,
+        interrupted,
+    };
+    Ok((opened, signals, runtime))
+}
+
+/// What start-up set up for [`serve`].
+struct Opened {
+    data_dir: DataDir,
+    /// Held until the daemon exits: no other daemon serves this data directory meanwhile.
+    lock: DataDirLock,
+    space: Arc<Space>,
+    index: Index,
+    /// A second connection to the index, for writing runs' records.
+    records: Index,
+    listener: Listener,
+    max_clients: usize,
+    /// Runs a dead daemon left, for the sweep of what they left running.
+    interrupted: Vec<crate::protocol::RunId>,
+}
+
+/// Raises the soft limit on open files to the hard limit (every client holds a descriptor, and
+/// a soft limit of 1024 would let a few hundred idle clients starve the runs); commands get the
+/// old soft limit back, as programs that `select()` or close every descriptor expect. Returns
+/// the limit now in force.
+fn raise_file_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft >= hard {
+        return soft;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => {
+            pty::give_commands_file_limit(soft);
+            hard
+        }
+        Err(e) => {
+            tracing::warn!(soft, hard, error = %e, "cannot raise the open-file limit");
+            soft
+        }
+    }
+}
+
+/// Opens the index (and a second connection to it for the run records), and puts right what
+/// a dead daemon left: its runs left `running` are marked `interrupted`, and the spills it
+/// started and never recorded are recorded as `interrupted` runs. On a nearly full disk the
+/// space reserve is given up first; an index that still cannot be written is reported as a
+/// full disk, in one line. The runs marked `interrupted` are returned, so what they left
+/// running can be stopped.
+fn open_index(
+    data_dir: &DataDir,
+    predecessor: &Predecessor,
+    space: &Space,
+) -> Result<(Index, Index, Vec<crate::protocol::RunId>)> {
+    space.make_room();
+    let opened = match open_and_recover(data_dir, predecessor) {
+        Err(e) if (e.is_full() || e.is_io_failure()) && space.release() => {
+            open_and_recover(data_dir, predecessor)
+        }
+        other => other,
+    };
+    opened.map_err(|e| {
+        match space
+            .full_disk()
+            .filter(|_| e.is_full() || e.is_io_failure())
+        {
+            Some(full) => anyhow::anyhow!("{full} ({e})"),
+            None => e.into(),
+        }
+    })
+}
+
+fn open_and_recover(
+    data_dir: &DataDir,
+    predecessor: &Predecessor,
+) -> Result<(Index, Index, Vec<crate::protocol::RunId>), IndexError> {
+    let path = data_dir.root().join(INDEX_FILE);
+    let mut index = Index::open(&path)?;
+    let now = chrono::Utc::now();
+    // A new daemon may get a dead one's pid (pid 1 in a container): never count ourselves.
+    let me = std::process::id();
+    let interrupted = index.recover_interrupted(now, predecessor.alive_at, |pid| {
+        pid != me && process_lives(pid)
+    })?;
+    if !interrupted.is_empty() {
+        tracing::warn!(
+            runs = interrupted.len(),
+            "marked runs of a daemon that died as interrupted"
+        );
+    }
+    if let Some(pid) = predecessor.pid.filter(|&pid| pid != me) {
+        let spills = data_dir.spills_dir();
+        let recorded = record_orphan_spills(&mut index, &spills, pid, predecessor.alive_at, now)?;
+        if !recorded.is_empty() {
+            tracing::warn!(
+                runs = recorded.len(),
+                "recorded as interrupted the runs a daemon that died had started but not recorded"
+            );
+        }
+    }
+    Ok((index, Index::open(&path)?, interrupted))
+}
+
+/// Takes the inherited socket, or locks, cleans up and binds our own.
+fn claim_socket(socket: &Path) -> Result<Listener> {
+    if let Some(listener) = inherited_listener()? {
+        tracing::info!("serving the socket passed by the service manager");
+        return Ok(Listener::Inherited(listener));
+    }
+    let dir = socket
+        .parent()
+        .with_context(|| format!("socket path {} has no directory", socket.display()))?;
+    ensure_private_dir(dir)?;
+    let lock = lock_socket(socket)?;
+    remove_stale_socket(socket)?;
+    let listener = bind_private(socket)?;
+    tracing::info!(socket = %socket.display(), "listening");
+    Ok(Listener::Bound {
+        listener,
+        _lock: lock,
+    })
+}
+
+/// The listener systemd passed, if it passed one to this process.
+fn inherited_listener() -> Result<Option<StdUnixListener>> {
+    let fds: Vec<_> = sd_notify::listen_fds()
+        .context("cannot read LISTEN_FDS")?
+        .collect();
+    let Some(&fd) = fds.first() else {
+        return Ok(None);
+    };
+    // SAFETY: systemd hands us this fd and nothing else in the process owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Inherited fds lack close-on-exec: without it every command would inherit the socket.
+    nix::fcntl::fcntl(
+        &owned,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .context("cannot set close-on-exec on the inherited socket")?;
+    let listener = StdUnixListener::from(owned);
+    listener
+        .set_nonblocking(true)
+        .context("cannot make the inherited socket non-blocking")?;
+    Ok(Some(listener))
+}
+
+/// Locks `<socket>.lock` for the daemon's lifetime: the one daemon per socket.
+fn lock_socket(socket: &Path) -> Result<Flock<File>> {
+    let path = lock_path(socket);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        // A symlink here would have us create or lock whatever it points to.
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(&path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => anyhow::anyhow!(
+                "lock file {} is a symbolic link; refusing to follow it",
+                path.display()
+            ),
+            _ => anyhow::Error::new(e).context(format!("cannot open lock file {}", path.display())),
+        })?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+        if errno == nix::errno::Errno::EWOULDBLOCK {
+            anyhow::anyhow!(
+                "another spillway daemon is already running on {}",
+                socket.display()
+            )
+        } else {
+            anyhow::anyhow!("cannot lock {}: {errno}", path.display())
+        }
+    })
+}
+
+fn lock_path(socket: &Path) -> PathBuf {
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Removes a socket file nobody answers on; refuses when somebody does, and refuses anything
+/// that is not a socket (a symlink is never followed, a file never deleted).
+fn remove_stale_socket(socket: &Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(socket) else {
+        return Ok(());
+    };
+    let kind = meta.file_type();
+    if !kind.is_socket() {
+        let what = if kind.is_symlink() {
+            "a symbolic link"
+        } else {
+            "not a socket"
+        };
+        bail!(
+            "{} is {what}; refusing to use or replace it: remove it if it is yours, or choose \
+             another socket path",
+            socket.display()
+        );
+    }
+    if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+        bail!(
+            "another spillway daemon is already running on {}",
+            socket.display()
+        );
+    }
+    tracing::info!(socket = %socket.display(), "replacing a stale socket");
+    std::fs::remove_file(socket)
+        .with_context(|| format!("cannot remove stale socket {}", socket.display()))
+}
+
+/// Binds the socket with mode 0600 from the start (umask), so no other user can ever connect.
+fn bind_private(socket: &Path) -> Result<StdUnixListener> {
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = StdUnixListener::bind(socket);
+    nix::sys::stat::umask(old);
+    let listener = bound.with_context(|| format!("cannot bind {}", socket.display()))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot make {} private", socket.display()))?;
+    listener
+        .set_nonblocking(true)
+        .context("cannot make the socket non-blocking")?;
+    Ok(listener)
+}
+
+impl Listener {
+    /// Gives up a socket we bound, when start-up fails after binding: no stale socket is left.
+    fn release(self, socket: &Path) {
+        if let Listener::Bound { listener, _lock } = self {
+            drop(listener);
+            let _ = std::fs::remove_file(socket);
+            let _ = std::fs::remove_file(lock_path(socket));
+        }
+    }
+}
+
+async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result<()> {
+    let Opened {
+        data_dir,
+        lock,
+        space,
+        index,
+        records,
+        listener,
+        max_clients,
+        interrupted,
+    } = opened;
+    let (std_listener, owned_socket) = match listener {
+        Listener::Bound {
+            listener,
+            _lock: lock,
+        } => (listener, Some((config.socket.clone(), lock))),
+        Listener::Inherited(listener) => (listener, None),
+    };
+    let listener = tokio::net::UnixListener::from_std(std_listener)
+        .context("cannot register the socket with the runtime")?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    watch_signals(signals, stop_tx.clone())?;
+    let settings = Settings {
+        default_timeout: config.default_timeout,
+        kill_grace: config.kill_grace,
+        policy: config.policy.clone(),
+        max_spill: config.max_spill,
+        client_timeout: config.client_timeout,
+        max_clients,
+        redactor: config.redactor.clone(),
+        space,
+        containment: config.containment.clone(),
+        interrupted,
+    };
+    let daemon = Arc::new(
+        Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,
+    );
+    tokio::spawn(purge_periodically(Arc::clone(&daemon)));
+    tokio::spawn(tidy_periodically(Arc::clone(&daemon), lock));
+    if let Some(idle) = config.idle_exit {
+        tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
+    }
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    server::accept_until_stopped(listener, Arc::clone(&daemon), stop_rx).await;
+
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    tracing::info!("shutting down: stopping running commands");
+    daemon.stop_all_runs().await;
+    daemon.flush_records().await;
+    if let Some((socket, _lock)) = owned_socket {
+        let _ = std::fs::remove_file(&socket);
+        let _ = std::fs::remove_file(lock_path(&socket));
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Catches SIGTERM and SIGINT (their default action would kill the daemon).
+fn catch_signals() -> Result<Signals> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    Signals::new([SIGTERM, SIGINT]).context("cannot catch signals")
+}
+
+/// Turns the caught signals into a shutdown request, on a thread of its own.
+fn watch_signals(mut signals: Signals, stop: watch::Sender<bool>) -> Result<()> {
+    std::thread::Builder::new()
+        .name("spillway-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                tracing::info!(signal, "signal received");
+                let _ = stop.send(true);
+            }
+        })
+        .context("cannot start the signal thread")?;
+    Ok(())
+}
+
+/// Asks for shutdown once the daemon has had no runs and no clients for `idle`.
+async fn exit_when_idle(daemon: Arc<Daemon>, idle: Duration, stop: watch::Sender<bool>) {
+    let tick = (idle / 10).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    loop {
+        tokio::time::sleep(tick).await;
+        if daemon.idle_for() >= idle {
+            tracing::info!(?idle, "idle: exiting");
+            let _ = stop.send(true);
+            return;
+        }
+    }
+}
+
+/// Every [`TIDY_INTERVAL`]: reaps the zombies that escaped their runs' process groups (see
+/// [`crate::supervisor::reaper`]); touches the data directory's lock file, the daemon's sign of life (see
+/// [`lock`]); makes the space reserve again once the disk has room (see [`crate::storage::space`]);
+/// and, once the runs and greps are over, hands the memory they freed back to the system
+/// (see [`crate::daemon::allocator`]).
+async fn tidy_periodically(daemon: Arc<Daemon>, lock: DataDirLock) {
+    let mut trimmed_after = daemon.work_done();
+    loop {
+        tokio::time::sleep(TIDY_INTERVAL).await;
+        lock.heartbeat();
+        let _ = tokio::task::spawn_blocking(crate::supervisor::reaper::reap_strays).await;
+        let space = daemon.space();
+        let _ = tokio::task::spawn_blocking(move || space.replenish()).await;
+        let done = daemon.work_done();
+        if daemon.is_quiet() && done != trimmed_after {
+            let _ =
+                tokio::task::spawn_blocking(crate::daemon::allocator::release_free_memory).await;
+            trimmed_after = done;
+        }
+    }
+}
+
+/// Purges at start-up and then every [`PURGE_INTERVAL`].
+async fn purge_periodically(daemon: Arc<Daemon>) {
+    loop {
+        if let Err(e) = daemon.purge(PurgeRequest::default()).await {
+            tracing::error!(message = %e.message, "purge failed");
+        }
+        tokio::time::sleep(PURGE_INTERVAL).await;
+    }
+}

@@ -1,0 +1,211 @@
+//! Starting a server on purpose: a run that yields as soon as its command is ready (a line of
+//! output matches `until`, or `until_port` accepts a connection on localhost), instead of
+//! after a fixed time. The run goes on after it: it is listed by `ps`, stopped by `kill` and
+//! by the daemon's shutdown, and its output keeps going to its spill.
+//!
+//! Lines are read from the run's spill file as the reader commits them (the same file
+//! `follow` tails), so a match is always a whole line of the normalised text, numbered as the
+//! spill numbers it. A port is tried on 127.0.0.1 and then ::1, every [`PORT_POLL`].
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use regex::Regex;
+use tokio::sync::watch;
+
+use crate::protocol::Ready;
+use crate::storage::follow::{Start, Tail};
+
+/// How often a port is tried.
+const PORT_POLL: Duration = Duration::from_millis(100);
+
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How often the spill is read again when the reader's progress could not be watched.
+const LINE_POLL: Duration = Duration::from_millis(100);
+
+/// Longest matched line reported.
+const MAX_LINE: usize = 500;
+
+/// What "ready" means for a run.
+#[derive(Debug, Clone)]
+pub struct Until {
+    pattern: Option<Regex>,
+    port: Option<u16>,
+}
+
+impl Until {
+    /// The condition `pattern` and `port` give; `None` when neither is given. A bad pattern is
+    /// an error naming it.
+    pub fn new(pattern: Option<&str>, port: Option<u16>) -> Result<Option<Until>, String> {
+        if port == Some(0) {
+            return Err("until_port must be a port number from 1 to 65535".into());
+        }
+        let pattern = pattern
+            .map(|p| Regex::new(p).map_err(|e| format!("bad until pattern {p:?}: {e}")))
+            .transpose()?;
+        Ok((pattern.is_some() || port.is_some()).then_some(Until { pattern, port }))
+    }
+
+    /// Resolves when the run is ready: the first line from `from_line` of the spill at
+    /// `spill` that matches, or the port accepting a connection, whichever comes first.
+    /// `committed` is the run's count of committed bytes, which grows as output arrives.
+    pub async fn ready(
+        &self,
+        spill: Option<&Path>,
+        from_line: u64,
+        committed: watch::Receiver<u64>,
+    ) -> Ready {
+        let line = async {
+            match (&self.pattern, spill) {
+                (Some(pattern), Some(path)) => {
+                    match matching_line(pattern, path.to_path_buf(), from_line, committed).await {
+                        Ok(ready) => ready,
+                        Err(e) => {
+                            tracing::warn!("cannot read the spill for `until`: {e}");
+                            std::future::pending().await
+                        }
+                    }
+                }
+                _ => std::future::pending().await,
+            }
+        };
+        let port = async {
+            match self.port {
+                Some(port) => accepting(port).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            ready = line => ready,
+            ready = port => ready,
+        }
+    }
+}
+
+/// The first line from `from_line` of the growing spill at `path` that `pattern` matches.
+async fn matching_line(
+    pattern: &Regex,
+    path: PathBuf,
+    from_line: u64,
+    mut committed: watch::Receiver<u64>,
+) -> io::Result<Ready> {
+    let mut tail = tokio::task::spawn_blocking(move || Tail::open(&path, Start::Line(from_line)))
+        .await
+        .map_err(io::Error::other)??;
+    let mut watching = true;
+    loop {
+        let (next, n, events) = tokio::task::spawn_blocking(move || {
+            let n = tail.read_more()?;
+            let events = tail.events(false);
+            Ok::<_, io::Error>((tail, n, events))
+        })
+        .await
+        .map_err(io::Error::other)??;
+        tail = next;
+        for event in events {
+            for (i, text) in event.text.lines().enumerate() {
+                if pattern.is_match(text) {
+                    return Ok(Ready::Line {
+                        line: event.line + i as u64,
+                        text: crate::supervisor::procfs::cut(text)
+                            .chars()
+                            .take(MAX_LINE)
+                            .collect(),
+                    });
+                }
+            }
+        }
+        if n > 0 {
+            continue;
+        }
+        // At the file's end: wait for the reader to commit more (the spill writer follows
+        // it within moments, so look again a little later too).
+        if watching {
+            tokio::select! {
+                changed = committed.changed() => watching = changed.is_ok(),
+                () = tokio::time::sleep(LINE_POLL) => {}
+            }
+        } else {
+            tokio::time::sleep(LINE_POLL).await;
+        }
+    }
+}
+
+/// Resolves once `port` accepts a connection on 127.0.0.1 or ::1.
+async fn accepting(port: u16) -> Ready {
+    loop {
+        for host in ["127.0.0.1", "::1"] {
+            let connect = tokio::net::TcpStream::connect((host, port));
+            if let Ok(Ok(_stream)) = tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+                return Ready::Port { port };
+            }
+        }
+        tokio::time::sleep(PORT_POLL).await;
+    }
+}
+
+/// How a ready run's line says why it returned.
+pub fn describe(ready: &Ready) -> String {
+    match ready {
+        Ready::Line { line, text } => format!("line {line} matched: {text}"),
+        Ready::Port { port } => format!("port {port} accepts connections"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_are_checked() {
+        assert!(Until::new(None, None).unwrap().is_none());
+        assert!(Until::new(Some("("), None).is_err());
+        assert!(Until::new(None, Some(0)).is_err());
+        assert!(Until::new(Some("ready"), Some(80)).unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_line_that_arrives_later_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spill.log");
+        std::fs::write(&path, "starting\n").unwrap();
+        let until = Until::new(Some("^listening on (\\d+)$"), None)
+            .unwrap()
+            .unwrap();
+        let (tx, rx) = watch::channel(0u64);
+        let writer = {
+            let path = path.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                std::fs::write(&path, "starting\nlistening on 80\n").unwrap();
+                let _ = tx.send(1);
+                tx
+            })
+        };
+        let ready = until.ready(Some(&path), 1, rx).await;
+        assert_eq!(
+            ready,
+            Ready::Line {
+                line: 2,
+                text: "listening on 80".into()
+            }
+        );
+        drop(writer.await);
+    }
+
+    #[tokio::test]
+    async fn a_listening_port_is_ready() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let until = Until::new(None, Some(port)).unwrap().unwrap();
+        let (_tx, rx) = watch::channel(0u64);
+        assert_eq!(until.ready(None, 1, rx).await, Ready::Port { port });
+        assert_eq!(
+            describe(&Ready::Port { port: 80 }),
+            "port 80 accepts connections"
+        );
+    }
+}

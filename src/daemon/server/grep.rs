@@ -1,0 +1,161 @@
+//! `grep`: searching a run's spill for a client, with its cost bounded whatever the client
+//! sends.
+//!
+//! A pattern is compiled and run on a blocking thread, under three bounds: its length
+//! ([`MAX_PATTERN_BYTES`]), what it may compile to ([`PATTERN_SIZE_LIMIT`], and
+//! [`PATTERN_DFA_LIMIT`] for its lazy DFA's cache), and how many greps search at once
+//! ([`grep_permits`]): the others wait their turn holding only their request. Before these,
+//! 64 greps at once with a pattern that compiles to 10 MiB took the daemon to 600 MiB, which it
+//! kept (the daemon now also trims its heap once quiet: `crate::daemon`). A refused pattern is
+//! quoted by its first bytes only: a 1 MB one used to come back three times over.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::protocol::{ErrorCode, ErrorEvent, Event, GrepEvent, GrepRequest};
+use crate::storage::grep::{DEFAULT_MAX_COUNT, grep_file};
+
+use super::{Daemon, bad_request, internal, spill_of};
+
+/// Longest grep pattern taken, in bytes: far beyond any real pattern, and a bound on what the
+/// greps waiting for a turn hold.
+const MAX_PATTERN_BYTES: usize = 64 << 10;
+
+/// Most memory one grep pattern may compile to. The regex crate's own default (10 MiB) let
+/// 64 greps of `\w{200}x` take the daemon to 600 MiB; real patterns need far less (`\w{50}`,
+/// a pathological one, fits).
+const PATTERN_SIZE_LIMIT: usize = 4 << 20;
+
+/// Most memory one grep's lazy DFA may cache (the regex crate's default is 2 MiB per thread
+/// and pattern).
+const PATTERN_DFA_LIMIT: usize = 1 << 20;
+
+/// Bytes of a refused pattern quoted back in the error.
+pub(super) const PATTERN_ECHO_BYTES: usize = 100;
+
+/// Greps that compile and search at once: one per core, at most 4. The rest wait their turn,
+/// holding only their request, so memory stays bounded whatever the clients send.
+pub(super) fn grep_permits() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4))
+}
+
+pub(super) async fn grep(r: GrepRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    if r.pattern.len() > MAX_PATTERN_BYTES {
+        return Err(ErrorEvent {
+            code: ErrorCode::BadPattern,
+            message: format!(
+                "the pattern {} is {} bytes long; at most {MAX_PATTERN_BYTES} are taken",
+                quote_start(&r.pattern),
+                r.pattern.len()
+            ),
+        });
+    }
+    let max_count = match r.max_count {
+        Some(0) => return Err(bad_request("max_count must be at least 1".into())),
+        Some(n) => n,
+        None => DEFAULT_MAX_COUNT,
+    };
+    let (run, path) = spill_of(r.id, daemon).await?;
+    let (pattern, ignore_case, context) = (r.pattern, r.ignore_case, r.context);
+    let permit = Arc::clone(&daemon.greps)
+        .acquire_owned()
+        .await
+        .map_err(|e| internal(format!("grep queue closed: {e}")))?;
+    let searched = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let regex = regex::RegexBuilder::new(&pattern)
+            .case_insensitive(ignore_case)
+            .size_limit(PATTERN_SIZE_LIMIT)
+            .dfa_size_limit(PATTERN_DFA_LIMIT)
+            .build()
+            .map_err(|e| ErrorEvent {
+                code: ErrorCode::BadPattern,
+                message: bad_pattern_message(&pattern, &e),
+            })?;
+        grep_file(&path, &regex, context, max_count).map_err(|e| internal(e.to_string()))
+    })
+    .await;
+    daemon.work.fetch_add(1, Ordering::SeqCst);
+    let result = searched.map_err(|e| internal(format!("grep task failed: {e}")))??;
+    Ok(Event::Grep(Box::new(GrepEvent {
+        redactions: Default::default(),
+        run: run.into(),
+        result,
+        max_count,
+    })))
+}
+
+/// Why a pattern was refused, quoting at most its first [`PATTERN_ECHO_BYTES`] bytes: the
+/// regex crate's own message quotes the whole pattern (twice the size of a 1 MB pattern, with
+/// its caret line), so for a long one only its last line (what is wrong) is kept.
+fn bad_pattern_message(pattern: &str, error: &regex::Error) -> String {
+    let reason = error.to_string();
+    if pattern.len() <= PATTERN_ECHO_BYTES {
+        return format!("bad pattern {pattern:?}: {reason}");
+    }
+    let what = reason.lines().last().unwrap_or_default();
+    format!(
+        "bad pattern {} ({} bytes): {}",
+        quote_start(pattern),
+        pattern.len(),
+        cut_message(what, 4 * PATTERN_ECHO_BYTES)
+    )
+}
+
+/// The first [`PATTERN_ECHO_BYTES`] bytes of `text` (at a character boundary), quoted, with
+/// `…` when there is more.
+fn quote_start(text: &str) -> String {
+    if text.len() <= PATTERN_ECHO_BYTES {
+        return format!("{text:?}");
+    }
+    let end = (0..=PATTERN_ECHO_BYTES)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{:?}…", &text[..end])
+}
+
+/// `text` cut to about `max` bytes (at a character boundary), with `…` when cut: an error
+/// message that quotes a client's input must not grow with it.
+pub(super) fn cut_message(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_pattern_is_quoted_short() {
+        let huge = format!("{}(", "a".repeat(1_000_000));
+        let error = regex::Regex::new(&huge).unwrap_err();
+        let message = bad_pattern_message(&huge, &error);
+        assert!(message.len() < 1000, "{} bytes", message.len());
+        assert!(
+            message.starts_with(&format!(
+                "bad pattern \"{}\"… (1000001 bytes): ",
+                "a".repeat(100)
+            )),
+            "{message}"
+        );
+        assert!(message.contains("unclosed group"), "{message}");
+        // A short one is quoted whole, with the regex crate's own explanation.
+        let short = String::from("a(");
+        let error = regex::Regex::new(&short).unwrap_err();
+        let message = bad_pattern_message(&short, &error);
+        assert!(
+            message.starts_with("bad pattern \"a(\": regex parse error"),
+            "{message}"
+        );
+        // Cut at a character boundary.
+        let wide = "é".repeat(200);
+        assert_eq!(quote_start(&wide), format!("{:?}…", "é".repeat(50)));
+    }
+}

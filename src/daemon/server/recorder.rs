@@ -1,0 +1,273 @@
+//! Recording runs' starts and ends in the index without losing one to a busy database.
+//!
+//! Another process may hold the index's write lock for a while: a `spillway truncate`
+//! registering its spill, an operator's `sqlite3` shell left in a transaction, a backup. SQLite's
+//! busy timeout covers short waits; past it a write fails with `SQLITE_BUSY`. A run's record must
+//! not be dropped then, and the run must not wait for the lock either. So every record goes into
+//! one ordered queue, served by a thread with a connection of its own (readers keep theirs, which
+//! WAL lets read meanwhile), which retries the write at the head of the queue until the lock is
+//! free: a run's end is never written before its start, and nothing is lost while the daemon
+//! lives. A caller waits for its write while the index is free (so a client that is told a run
+//! has ended finds it in `history`), but at most [`PATIENCE`], and not at all while the index is
+//! known to be locked; the write is then applied later, in order.
+//!
+//! A full disk is waited out the same way: a write that fails for want of space first gives up
+//! the data directory's space reserve (`crate::storage::space`) and tries again at once; if there is no
+//! reserve left, the queue waits, retrying every [`FULL_PAUSE`], until a purge or the user
+//! frees space. A write that fails for any other reason (a damaged file) is logged and
+//! dropped: retrying would not help.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::protocol::RunId;
+use crate::storage::index::{Index, IndexError, NewRun, RunEnd};
+use crate::storage::space::Space;
+
+use super::lock;
+
+/// Longest a caller waits for its write to reach the index.
+const PATIENCE: Duration = Duration::from_secs(1);
+
+/// How long each try of a write waits for another process's lock (SQLite's busy timeout)...
+const BUSY_TIMEOUT: Duration = Duration::from_millis(200);
+/// ...and the pause before the next try.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The pause between tries of a write the full disk refused.
+const FULL_PAUSE: Duration = Duration::from_secs(1);
+
+/// One change to a run's record.
+#[derive(Debug)]
+pub(super) enum Record {
+    Start(NewRun),
+    End(RunId, RunEnd),
+}
+
+impl Record {
+    fn id(&self) -> &RunId {
+        match self {
+            Record::Start(run) => &run.id,
+            Record::End(id, _) => id,
+        }
+    }
+
+    fn apply(&self, index: &mut Index) -> Result<(), IndexError> {
+        match self {
+            // A taken id (Ok(false)) cannot happen: ids are checked free before a run starts.
+            Record::Start(run) => index.insert_run(run).map(drop),
+            Record::End(id, end) => index.finish_run(id, end),
+        }
+    }
+}
+
+/// What the writer thread has done, for callers waiting on it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Progress {
+    /// Records dealt with (written, or dropped after an error), counted from 1.
+    done: u64,
+    /// The record at the head of the queue is waiting for another process's lock.
+    blocked: bool,
+}
+
+/// The records not yet dealt with.
+#[derive(Default)]
+struct Queue {
+    records: VecDeque<Record>,
+    /// Records ever queued.
+    queued: u64,
+    closed: bool,
+}
+
+/// The queue of records and the thread that writes them.
+pub(super) struct Recorder {
+    queue: Arc<(Mutex<Queue>, Condvar)>,
+    progress: watch::Receiver<Progress>,
+}
+
+impl Recorder {
+    /// Starts the writer thread on `index`, a connection of its own, on the disk `space`.
+    pub(super) fn start(index: Index, space: Arc<Space>) -> std::io::Result<Recorder> {
+        index
+            .set_busy_timeout(BUSY_TIMEOUT)
+            .map_err(std::io::Error::other)?;
+        let queue = Arc::new((Mutex::new(Queue::default()), Condvar::new()));
+        let (progress_tx, progress) = watch::channel(Progress::default());
+        let shared = Arc::clone(&queue);
+        thread::Builder::new()
+            .name("spillway-recorder".into())
+            .spawn(move || write_records(index, &space, &shared, &progress_tx))?;
+        Ok(Recorder { queue, progress })
+    }
+
+    /// Queues `record` and waits for it to be written, unless the index is locked by another
+    /// process, and at most [`PATIENCE`].
+    pub(super) async fn record(&self, record: Record) {
+        let id = record.id().clone();
+        let number = self.push(record);
+        let mut progress = self.progress.clone();
+        let written = progress.wait_for(|p| p.done >= number || p.blocked);
+        match tokio::time::timeout(PATIENCE, written).await {
+            Ok(Ok(p)) if p.done >= number => {}
+            _ => tracing::warn!(
+                id = %id,
+                "the run index is busy: this run's record is queued and will be written later"
+            ),
+        }
+    }
+
+    fn push(&self, record: Record) -> u64 {
+        let (queue, wake) = &*self.queue;
+        let mut queue = lock(queue);
+        queue.records.push_back(record);
+        queue.queued += 1;
+        wake.notify_one();
+        queue.queued
+    }
+
+    /// Waits, at most `bound`, for every queued record to be dealt with (at shutdown); returns
+    /// how many are left.
+    pub(super) async fn flush(&self, bound: Duration) -> u64 {
+        let queued = lock(&self.queue.0).queued;
+        let mut progress = self.progress.clone();
+        let _ = tokio::time::timeout(bound, progress.wait_for(|p| p.done >= queued)).await;
+        queued.saturating_sub(self.progress.borrow().done)
+    }
+}
+
+impl Drop for Recorder {
+    /// Lets the thread finish what is queued and end; nobody waits for it.
+    fn drop(&mut self) {
+        let (queue, wake) = &*self.queue;
+        lock(queue).closed = true;
+        wake.notify_one();
+    }
+}
+
+/// The writer thread: records in order, each retried while the lock is held elsewhere or the
+/// disk is full.
+fn write_records(
+    mut index: Index,
+    space: &Space,
+    queue: &(Mutex<Queue>, Condvar),
+    progress: &watch::Sender<Progress>,
+) {
+    while let Some(record) = next_record(queue) {
+        loop {
+            match record.apply(&mut index) {
+                Err(e) if e.is_busy() => {
+                    if !progress.borrow().blocked {
+                        tracing::warn!(
+                            "the run index is locked by another process: queueing records until it is free"
+                        );
+                        progress.send_modify(|p| p.blocked = true);
+                    }
+                    thread::sleep(RETRY_PAUSE);
+                    continue;
+                }
+                Err(e) if e.is_full() || (e.is_io_failure() && space.full_disk().is_some()) => {
+                    if space.release() {
+                        continue;
+                    }
+                    if !progress.borrow().blocked {
+                        tracing::error!(
+                            error = %e,
+                            "the disk is full: queueing run records until there is room (spillway purge frees some)"
+                        );
+                        progress.send_modify(|p| p.blocked = true);
+                    }
+                    thread::sleep(FULL_PAUSE);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(id = %record.id(), error = %e, "cannot record the run");
+                }
+                Ok(()) => {}
+            }
+            break;
+        }
+        let was_blocked = progress.borrow().blocked;
+        if was_blocked {
+            tracing::info!("the run index is free again: writing the queued records");
+        }
+        progress.send_modify(|p| {
+            p.done += 1;
+            p.blocked = false;
+        });
+    }
+}
+
+/// The next record to write, waiting for one; None once the recorder is gone and the queue
+/// is empty.
+fn next_record(queue: &(Mutex<Queue>, Condvar)) -> Option<Record> {
+    let (queue, wake) = queue;
+    let mut queue = lock(queue);
+    loop {
+        if let Some(record) = queue.records.pop_front() {
+            return Some(record);
+        }
+        if queue.closed {
+            return None;
+        }
+        queue = wake.wait(queue).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use rusqlite::Connection;
+
+    use super::*;
+    use crate::protocol::RunStatus;
+    use crate::storage::index::INDEX_FILE;
+    use crate::storage::index::tests::{end, id, new_run, open_temp};
+
+    fn status(index: &Index, n: u32) -> Option<RunStatus> {
+        index.get(&id(n)).unwrap().map(|row| row.status)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_wait_out_another_processs_lock_in_order() {
+        let (dir, reader) = open_temp();
+        let space = Arc::new(Space::new(dir.path()));
+        let recorder =
+            Recorder::start(Index::open(&dir.path().join(INDEX_FILE)).unwrap(), space).unwrap();
+        let at = chrono::Utc::now();
+        recorder.record(Record::Start(new_run(1, at))).await;
+        assert_eq!(status(&reader, 1), Some(RunStatus::Running));
+
+        // Another process takes the write lock, for longer than SQLite's busy timeout.
+        let holder = Connection::open(dir.path().join(INDEX_FILE)).unwrap();
+        holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let started = Instant::now();
+        let records = [
+            Record::End(id(1), end(RunStatus::Exited, Some(0), 10)),
+            Record::Start(new_run(2, at)),
+            Record::End(id(2), end(RunStatus::Exited, Some(1), 20)),
+        ];
+        for record in records {
+            recorder.record(record).await;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "callers do not wait for the lock: {:?}",
+            started.elapsed()
+        );
+        // Readers still read, and none of the queued records is there yet.
+        assert_eq!(status(&reader, 1), Some(RunStatus::Running));
+        assert_eq!(status(&reader, 2), None);
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert_eq!(status(&reader, 2), None);
+        holder.execute_batch("COMMIT").unwrap();
+
+        assert_eq!(recorder.flush(Duration::from_secs(20)).await, 0);
+        assert_eq!(status(&reader, 1), Some(RunStatus::Exited));
+        assert_eq!(status(&reader, 2), Some(RunStatus::Exited));
+    }
+}

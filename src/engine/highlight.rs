@@ -1,0 +1,839 @@
+//! Highlights: lines that look like the cause of a failure, found while the output streams,
+//! so a preview can carry the needle from the middle it omits (a compiler's one error among
+//! hundreds of warnings) instead of making the reader grep for it.
+//!
+//! One multi-line regex made of every pattern runs over each chunk of normalised text; its
+//! literal prefilter does the scanning, so output without a match costs little. Each line is
+//! tried once. Memory is bounded: the first and the last [`KEEP`] candidates are kept with their
+//! text, and the rest are only counted. A candidate is *strong* (a root cause: a compiler error,
+//! an exception, a failed test) or *weak* (a line that restates a failure: make's `***`, cargo's
+//! `could not compile`), and a preview picks strong ones first.
+
+use std::collections::{HashSet, VecDeque};
+
+use regex::{Regex, RegexBuilder, RegexSet};
+
+mod kind;
+pub use kind::kind_of;
+
+use crate::engine::normalise::count_newlines;
+
+/// Candidates kept at each end of the output.
+pub const KEEP: usize = 16;
+/// A line longer than this is not kept as a highlight (it could not be shown whole).
+pub const MAX_HIGHLIGHT_BYTES: usize = 2048;
+/// Bytes of a line in progress kept across chunks for matching.
+const CARRY_BYTES: usize = 4096;
+
+/// Patterns for the root causes of failures in common toolchains.
+const STRONG: &[&str] = &[
+    // rustc / cargo
+    r"^error(\[E\d{4}\])?: ",
+    r"panicked at ",
+    // gcc / clang / go / most compilers: file:line[:col]: error
+    r"^[^\s:]+:\d+(:\d+)?: (fatal )?error: ",
+    r"^(fatal error|error): ",
+    r"^[^\s:]+\.go:\d+:\d+: ",
+    // tsc
+    r"error TS\d+: ",
+    // Python, Java, JavaScript and friends: the exception line (`Error: ENOENT ...` too)
+    r"^(Uncaught )?([A-Za-z_][\w.$]*)?(Error|Exception)( \[[\w-]+\])?(: .*)?$",
+    r"^Exception in thread ",
+    r"^Caused by: ",
+    // test runners: pytest's summary, its `-v` result and its `E   ` lines; go; cargo
+    r"^FAILED ",
+    r"^ERROR ",
+    r" FAILED( +\[ *\d+%\])?$",
+    r"^E {3}",
+    r"^--- FAIL: ",
+    r"^panic: ",
+    r"^test .* \.\.\. FAILED$",
+    // package managers and tools: npm, maven, pip, git
+    r"^npm (ERR!|error) ",
+    r"^\[ERROR\] ",
+    r"^ERROR: ",
+    r"^fatal: ",
+    // sanitizers and valgrind
+    r"ERROR: \w*Sanitizer",
+    r"runtime error: ",
+    r"^==\d+== (Invalid (read|write|free)|Mismatched free|Conditional jump|Use of uninitialised|Syscall param|Source and destination overlap|Process terminating)",
+    r"definitely lost: [1-9]",
+    // the process itself
+    r"\b(Segmentation fault|Bus error|Illegal instruction|Aborted)( \(core dumped\))?$",
+    r"^Killed$|\d+ Killed\b",
+    // log levels
+    r"\b(ERROR|FATAL|CRITICAL)\b",
+    r"\blevel=(error|fatal)\b",
+];
+
+/// Patterns for lines that restate a failure without its cause.
+const WEAK: &[&str] = &[
+    r"\*\*\* ",
+    r"^error: could not compile ",
+    r"^npm (ERR!|error) A complete log of this run",
+    r"^Traceback \(most recent call last\):",
+    r"^FAIL\s",
+    r"^make(\[\d+\])?: ",
+];
+
+/// What the default patterns need, literally, anywhere in a line: a search for these alone runs
+/// at memory speed (a SIMD multi-literal search), and only the lines that hold one are tried
+/// against the patterns themselves.
+const ANYWHERE: &str = r"error|Error|ERROR|Exception|panic|FAIL|FATAL|CRITICAL|\*\*\* |\.go:|Invalid |Mismatched free|Conditional jump|uninitialised|Syscall param|Source and destination overlap|Process terminating|definitely lost|Segmentation fault|Illegal instruction|Aborted|Killed";
+
+/// What the other default patterns need at a line's start (`npm ERR!`, `fatal:`, pytest's
+/// `E   `, ...). They join the search after a newline, so no line is looked at one by one; a
+/// text's first line is checked apart.
+const LINE_STARTS: &[&str] = &["npm ", "Traceback", "Caused by", "make", "fatal: ", "E   "];
+
+/// The prefilter: [`ANYWHERE`], and each of [`LINE_STARTS`] after a newline.
+fn prefilter() -> Regex {
+    let starts = LINE_STARTS
+        .iter()
+        .map(|l| format!("|\\n{}", regex::escape(l)))
+        .collect::<String>();
+    Regex::new(&format!("{ANYWHERE}{starts}")).expect("the prefilter is valid")
+}
+
+/// Cap on each thread's lazy-DFA cache for the patterns: every run's reader thread gets its
+/// own, and the default (a few MiB) times 32 runs in flight would dominate the daemon's memory.
+const DFA_CACHE_BYTES: usize = 256 * 1024;
+
+/// Most memory one user highlight pattern may compile to, as for `grep` patterns: a hostile
+/// `--highlight` cannot take the daemon's memory (the regex crate's default is 10 MiB).
+const PATTERN_SIZE_LIMIT: usize = 4 << 20;
+
+/// A line after a candidate that continues its block: indented (a location, a frame, a
+/// source line, a note), rustc's numbered source lines, valgrind's and the sanitizers' detail
+/// lines.
+const CONTINUATION: &str = r"^(\s+\S|\d+ *\||==\d+== {2,}\S|(READ|WRITE) of size \d+)";
+
+/// A Python frame, which comes before the exception it leads to.
+const FRAME: &str = r#"^\s*File "[^"]+", line \d+"#;
+
+/// Which patterns to look for.
+#[derive(Debug, Clone)]
+pub struct Patterns {
+    any: Regex,
+    /// [`LITERALS`], when only the default patterns are in use.
+    prefilter: Option<Regex>,
+    weak: RegexSet,
+    extra: RegexSet,
+    continuation: Regex,
+    frame: Regex,
+}
+
+/// A pattern given by the user that is not a valid regular expression.
+#[derive(Debug, thiserror::Error)]
+#[error("bad highlight pattern {pattern:?}: {reason}")]
+pub struct BadPattern {
+    pattern: String,
+    reason: String,
+}
+
+impl Patterns {
+    /// The default patterns, compiled once per process (compiling them costs milliseconds,
+    /// too much for every run).
+    pub fn defaults() -> Patterns {
+        static DEFAULT: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
+        DEFAULT
+            .get_or_init(|| Patterns::new(&[]).expect("the default highlight patterns are valid"))
+            .clone()
+    }
+
+    /// The defaults when `extra` is empty, else the default patterns plus `extra`.
+    pub fn with_extra(extra: &[String]) -> Result<Patterns, BadPattern> {
+        if extra.is_empty() {
+            Ok(Patterns::defaults())
+        } else {
+            Patterns::new(extra)
+        }
+    }
+
+    /// The default patterns, plus `extra` (the user's `--highlight`), which count as strong.
+    pub fn new(extra: &[String]) -> Result<Patterns, BadPattern> {
+        for pattern in extra {
+            RegexBuilder::new(pattern)
+                .size_limit(PATTERN_SIZE_LIMIT)
+                .build()
+                .map_err(|e| BadPattern {
+                    pattern: pattern.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        let all: Vec<String> = STRONG
+            .iter()
+            .chain(WEAK)
+            .map(|p| format!("(?:{p})"))
+            .chain(extra.iter().map(|p| format!("(?:{p})")))
+            .collect();
+        let build = |patterns: &[String]| {
+            RegexSet::new(patterns.iter().map(|p| format!("(?m){p}"))).map_err(|e| BadPattern {
+                pattern: patterns.join(" | "),
+                reason: e.to_string(),
+            })
+        };
+        let any = RegexBuilder::new(&all.join("|"))
+            .multi_line(true)
+            .size_limit(PATTERN_SIZE_LIMIT * (1 + extra.len()))
+            .dfa_size_limit(DFA_CACHE_BYTES)
+            .build()
+            .map_err(|e| BadPattern {
+                pattern: all.join("|"),
+                reason: e.to_string(),
+            })?;
+        let weak: Vec<String> = WEAK.iter().map(|p| p.to_string()).collect();
+        Ok(Patterns {
+            any,
+            // A user's pattern may need none of the literals: then every line is tried.
+            prefilter: extra.is_empty().then(prefilter),
+            weak: build(&weak)?,
+            extra: build(extra)?,
+            continuation: Regex::new(CONTINUATION).expect("the continuation pattern is valid"),
+            frame: Regex::new(FRAME).expect("the frame pattern is valid"),
+        })
+    }
+
+    /// Whether `line` (one line, no newline needed) looks like an error.
+    pub fn is_match(&self, line: &str) -> bool {
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        (self.prefilter.is_some() && has_log_level(line)) || self.any.is_match(line)
+    }
+
+    fn is_weak(&self, line: &str) -> bool {
+        self.weak.is_match(line) && !self.extra.is_match(line)
+    }
+}
+
+/// A line that looks like the cause of a failure, with the lines around it that make it
+/// actionable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// 1-based line number in the spill.
+    pub line: u64,
+    /// The line, whole.
+    pub text: String,
+    /// Lines just before it that belong with it, whole: a Python exception's innermost frame
+    /// (`File "...", line N` and its source line), where the bug is.
+    pub before: Vec<String>,
+    /// Lines after it that belong with it, whole: the indented block that says where and why
+    /// (rustc's `-->` and its `expected ..., found ...` note, a sanitizer's `#0` frame,
+    /// valgrind's `at` lines, a Java stack's first frames).
+    pub after: Vec<String>,
+    /// A root cause, not a restatement.
+    pub strong: bool,
+}
+
+impl Candidate {
+    /// Number of its first line, context included.
+    pub fn first_line(&self) -> u64 {
+        self.line - self.before.len() as u64
+    }
+}
+
+/// Why a kept candidate is kept, which decides which one goes when room runs out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// One of the first [`KEEP`].
+    First,
+    /// The first of its kind.
+    NewKind,
+    /// One of the latest: replaced by later ones.
+    Recent,
+}
+
+/// Finds candidates in a stream of normalised text.
+#[derive(Debug)]
+pub struct Highlighter {
+    patterns: Patterns,
+    /// The line in progress (its first [`CARRY_BYTES`]) and whether it was cut.
+    carry: String,
+    carry_cut: bool,
+    /// Lines of context the last kept candidate still takes, if they continue its block.
+    wants_after: usize,
+    /// The last few complete lines (each capped), for a candidate's context before it.
+    recent: VecDeque<String>,
+    /// The first [`KEEP`] candidates and the first of each kind, in output order.
+    kept: Vec<Candidate>,
+    /// The latest [`KEEP`] candidates that are neither, oldest first (a ring: a flood of
+    /// candidates costs no shifting).
+    latest: VecDeque<Candidate>,
+    /// Where the last candidate went, which takes the context lines that follow it.
+    last_in_recent: bool,
+    /// Kinds seen so far (at most [`KINDS_TRACKED`]).
+    kinds: HashSet<u64>,
+    /// How many of `kept` are there as one of the first, and as the first of their kind.
+    first_kept: usize,
+    kinds_kept: usize,
+    found: u64,
+    /// Numbers of the candidate lines found since [`Highlighter::take_found_lines`].
+    found_lines: Vec<u64>,
+    /// Lines ended so far.
+    ended: u64,
+}
+
+/// Candidates kept because they are the first of their kind: a crowd of one error cannot push
+/// out the one unlike it.
+pub const KEEP_KINDS: usize = 32;
+/// Kinds remembered: past this many, a candidate's kind is no longer checked for newness.
+const KINDS_TRACKED: usize = 4096;
+/// Context lines kept after a candidate, and their bytes in all.
+const AFTER_LINES: usize = 6;
+const CONTEXT_BYTES: usize = 1024;
+/// Lines looked back on for a candidate's context before it.
+const BEFORE_LINES: usize = 3;
+
+impl Highlighter {
+    pub fn new(patterns: Patterns) -> Highlighter {
+        Highlighter {
+            patterns,
+            carry: String::new(),
+            carry_cut: false,
+            wants_after: 0,
+            recent: VecDeque::new(),
+            kept: Vec::new(),
+            latest: VecDeque::new(),
+            last_in_recent: false,
+            kinds: HashSet::new(),
+            first_kept: 0,
+            kinds_kept: 0,
+            found: 0,
+            found_lines: Vec::new(),
+            ended: 0,
+        }
+    }
+
+    /// Takes the next piece of normalised output, which holds `newlines` newlines: its caller
+    /// (a capture) has counted them already, so line numbers only need counting up to each
+    /// candidate here.
+    pub fn write(&mut self, text: &str, newlines: u64) {
+        debug_assert_eq!(
+            newlines,
+            count_newlines(text),
+            "the caller's count is wrong"
+        );
+        let mut rest = text;
+        let mut ended = self.ended;
+        self.ended += newlines;
+        if !self.carry.is_empty() || self.carry_cut {
+            match rest.find('\n') {
+                Some(i) => {
+                    self.extend_carry(&rest[..i]);
+                    self.end_carried_line(ended + 1);
+                    ended += 1;
+                    rest = &rest[i + 1..];
+                }
+                None => {
+                    self.extend_carry(rest);
+                    return;
+                }
+            }
+        }
+        let complete = rest.rfind('\n').map_or(0, |i| i + 1);
+        self.scan(&rest[..complete], ended);
+        self.extend_carry(&rest[complete..]);
+    }
+
+    /// Ends the stream: a last line without a newline is a line.
+    pub fn finish(&mut self) {
+        if !self.carry.is_empty() || self.carry_cut {
+            self.end_carried_line(self.ended + 1);
+        }
+    }
+
+    /// How many candidates were found in all (not all of them are kept).
+    pub fn found(&self) -> u64 {
+        self.found
+    }
+
+    /// Moves the numbers of the candidate lines found since the last call into `into`, in
+    /// increasing order (the outline counts the candidates each of its segments covers).
+    pub fn take_found_lines(&mut self, into: &mut Vec<u64>) {
+        into.append(&mut self.found_lines);
+    }
+
+    /// The kept candidates, in output order: the first [`KEEP`], the first of each kind (up to
+    /// [`KEEP_KINDS`]) and the last [`KEEP`].
+    pub fn candidates(&self) -> Vec<&Candidate> {
+        let mut all: Vec<&Candidate> = self.kept.iter().chain(self.latest.iter()).collect();
+        all.sort_by_key(|c| c.line);
+        all
+    }
+
+    /// The patterns in use.
+    pub fn patterns(&self) -> &Patterns {
+        &self.patterns
+    }
+
+    fn extend_carry(&mut self, text: &str) {
+        let room = CARRY_BYTES.saturating_sub(self.carry.len());
+        if text.len() <= room {
+            self.carry.push_str(text);
+        } else {
+            let mut cut = room;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.carry.push_str(&text[..cut]);
+            self.carry_cut = true;
+        }
+    }
+
+    fn end_carried_line(&mut self, number: u64) {
+        let line = std::mem::take(&mut self.carry);
+        let cut = std::mem::replace(&mut self.carry_cut, false);
+        self.take_after(&line, cut);
+        if !cut && self.patterns.any.is_match(&line) {
+            let before = self.before_context(&[]);
+            self.found_at(number, &line, before);
+        }
+        self.remember(std::iter::once(line.as_str()));
+    }
+
+    /// Scans complete lines (`text` ends with a newline or is empty), `ended` lines having
+    /// ended before them.
+    fn scan(&mut self, text: &str, mut ended: u64) {
+        let mut from = 0;
+        while self.wants_after > 0 && from < text.len() {
+            let len = text[from..].find('\n').unwrap_or(text.len() - from);
+            self.take_after(&text[from..from + len], false);
+            from += len + 1;
+        }
+        let mut counted = 0; // bytes of `text` whose newlines are in `ended`
+        for start in self.candidate_lines(text) {
+            let Some(len) = text[start..].find('\n') else {
+                break;
+            };
+            let end = start + len;
+            let line = &text[start..end];
+            // A log level confirms a default-pattern line without the whole pattern set:
+            // in a log flood that is most candidates.
+            let confirmed = self.patterns.prefilter.is_some() && has_log_level(line);
+            if confirmed || self.patterns.any.is_match(line) {
+                ended +=
+                    memchr::memchr_iter(b'\n', &text.as_bytes()[counted..start]).count() as u64;
+                counted = start;
+                // Only an indented line before it can end a frame (its source line).
+                let before = if follows_indented(text, start) {
+                    self.before_context(&lines_before(text, start))
+                } else if start == 0 && self.recent.back().is_some_and(|l| is_indented(l)) {
+                    self.before_context(&[])
+                } else {
+                    Vec::new()
+                };
+                self.found_at(ended + 1, line, before);
+                self.take_following(text, end + 1);
+            }
+        }
+        self.remember(lines_before(text, text.len()).into_iter());
+    }
+
+    /// Remembers the last lines of `lines` (in order) for the context of a later candidate.
+    fn remember<'a>(&mut self, lines: impl Iterator<Item = &'a str>) {
+        for line in lines {
+            if self.recent.len() == BEFORE_LINES {
+                self.recent.pop_front();
+            }
+            self.recent
+                .push_back(cut_at(line, MAX_HIGHLIGHT_BYTES).to_string());
+        }
+    }
+
+    /// The context before a candidate: its innermost frame when the lines before it (`nearest`,
+    /// in order, then the remembered ones before those) end with one.
+    fn before_context(&self, nearest: &[&str]) -> Vec<String> {
+        let lines: Vec<&str> = self
+            .recent
+            .iter()
+            .map(String::as_str)
+            .chain(nearest.iter().copied())
+            .collect();
+        let lines = &lines[lines.len().saturating_sub(BEFORE_LINES)..];
+        let Some(frame) = lines.iter().rposition(|l| self.patterns.frame.is_match(l)) else {
+            return Vec::new();
+        };
+        // Only the frame's own lines: its source line and carets, indented.
+        if !lines[frame + 1..]
+            .iter()
+            .all(|l| l.starts_with([' ', '\t']))
+        {
+            return Vec::new();
+        }
+        lines[frame..].iter().map(|l| l.to_string()).collect()
+    }
+
+    /// Offers the lines of `text` from byte `from` on as context of the last candidate.
+    fn take_following(&mut self, text: &str, mut from: usize) {
+        while self.wants_after > 0 && from < text.len() {
+            let Some(len) = text[from..].find('\n') else {
+                return;
+            };
+            self.take_after(&text[from..from + len], false);
+            from += len + 1;
+        }
+    }
+
+    /// Starts of the lines of `text` worth trying against the patterns, in order, each once:
+    /// those holding a prefilter literal and those beginning with a [`LINE_STARTS`] literal
+    /// (or, with the user's patterns, those the patterns match).
+    fn candidate_lines(&self, text: &str) -> Vec<usize> {
+        let line_start =
+            |at: usize| memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1);
+        let Some(prefilter) = &self.patterns.prefilter else {
+            let mut starts: Vec<usize> = Vec::new();
+            let mut from = 0;
+            while let Some(m) = self.patterns.any.find_at(text, from) {
+                let start = line_start(m.start());
+                starts.push(start);
+                from = start
+                    + text[start..]
+                        .find('\n')
+                        .map_or(text.len() - start, |i| i + 1);
+                if from >= text.len() {
+                    break;
+                }
+            }
+            return starts;
+        };
+        let first_line = LINE_STARTS.iter().any(|l| text.starts_with(l));
+        let mut starts: Vec<usize> = first_line.then_some(0).into_iter().collect();
+        starts.extend(prefilter.find_iter(text).map(|m| {
+            // A LINE_STARTS literal matches with the newline before it.
+            if text.as_bytes()[m.start()] == b'\n' {
+                m.start() + 1
+            } else {
+                line_start(m.start())
+            }
+        }));
+        starts.dedup(); // in order already: several hits in one line are adjacent
+        starts
+    }
+
+    fn found_at(&mut self, line: u64, text: &str, before: Vec<String>) {
+        self.found += 1;
+        self.found_lines.push(line);
+        self.wants_after = 0;
+        if text.len() > MAX_HIGHLIGHT_BYTES {
+            return;
+        }
+        // A line's kind is worked out only while a new kind could still be kept: in a flood
+        // of error-level log lines the slots fill within a few dozen lines, and the rest pay
+        // nothing for it (the picker works out the kinds of the few it is offered).
+        let kinds_open = self.kinds_kept < KEEP_KINDS || self.first_kept < KEEP;
+        let kind = if kinds_open { kind_of(text) } else { 0 };
+        let new_kind = kinds_open && self.kinds.len() < KINDS_TRACKED && self.kinds.insert(kind);
+        let why = if self.first_kept < KEEP {
+            Kept::First
+        } else if new_kind && self.kinds_kept < KEEP_KINDS {
+            Kept::NewKind
+        } else {
+            Kept::Recent
+        };
+        // The oldest recent one makes room, and lends its buffers.
+        let reuse = if why == Kept::Recent && self.latest.len() == KEEP {
+            self.latest.pop_front()
+        } else {
+            None
+        };
+        let strong = !self.patterns.is_weak(text);
+        let mut candidate = reuse.unwrap_or_else(|| Candidate {
+            line,
+            text: String::new(),
+            before: Vec::new(),
+            after: Vec::new(),
+            strong,
+        });
+        candidate.line = line;
+        candidate.text.clear();
+        candidate.text.push_str(text);
+        candidate.before = if strong { before } else { Vec::new() };
+        candidate.after.clear();
+        candidate.strong = strong;
+        self.last_in_recent = why == Kept::Recent;
+        if self.last_in_recent {
+            self.latest.push_back(candidate);
+        } else {
+            match why {
+                Kept::First => self.first_kept += 1,
+                _ => self.kinds_kept += 1,
+            }
+            self.kept.push(candidate);
+        }
+        self.wants_after = AFTER_LINES;
+    }
+
+    /// Keeps `line` as context of the last candidate if it continues its block.
+    fn take_after(&mut self, line: &str, cut: bool) {
+        if self.wants_after == 0 {
+            return;
+        }
+        let last = if self.last_in_recent {
+            self.latest.back_mut()
+        } else {
+            self.kept.last_mut()
+        };
+        let Some(candidate) = last else {
+            self.wants_after = 0;
+            return;
+        };
+        let bytes: usize = candidate.after.iter().map(String::len).sum();
+        let may_continue = line
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_whitespace() || b.is_ascii_digit() || b"=RW".contains(&b));
+        if cut
+            || !may_continue
+            || bytes + line.len() > CONTEXT_BYTES
+            || line.trim().is_empty()
+            || !self.patterns.continuation.is_match(line)
+        {
+            self.wants_after = 0;
+            return;
+        }
+        candidate.after.push(line.to_string());
+        self.wants_after -= 1;
+    }
+}
+
+/// Whether `line` holds `ERROR`, `FATAL` or `CRITICAL` as a word (what the log-level pattern
+/// matches).
+fn has_log_level(line: &str) -> bool {
+    let bytes = line.as_bytes();
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    ["ERROR", "FATAL", "CRITICAL"].iter().any(|level| {
+        memchr::memmem::find_iter(bytes, level).any(|at| {
+            let end = at + level.len();
+            (at == 0 || !is_word(bytes[at - 1])) && bytes.get(end).is_none_or(|&b| !is_word(b))
+        })
+    })
+}
+
+fn is_indented(line: &str) -> bool {
+    line.starts_with([' ', '\t'])
+}
+
+/// Whether the line before the one starting at `start` in `text` is indented.
+fn follows_indented(text: &str, start: usize) -> bool {
+    if start == 0 {
+        return false;
+    }
+    let prev_start = memchr::memrchr(b'\n', &text.as_bytes()[..start - 1]).map_or(0, |i| i + 1);
+    is_indented(&text[prev_start..start - 1])
+}
+
+/// The lines of `text` before byte `end` (a line start), at most [`BEFORE_LINES`], in order.
+fn lines_before(text: &str, end: usize) -> Vec<&str> {
+    let mut lines: Vec<&str> = text[..end]
+        .strip_suffix('\n')
+        .unwrap_or(&text[..end])
+        .rsplit('\n')
+        .take(BEFORE_LINES)
+        .collect();
+    if end == 0 {
+        lines.clear();
+    }
+    lines.reverse();
+    lines
+}
+
+/// `line` cut to at most `max` bytes, at a character boundary.
+fn cut_at(line: &str, max: usize) -> &str {
+    let mut end = line.len().min(max);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+/// What a highlighter found: the kept candidates, in output order, and how many there were.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    pub candidates: Vec<Candidate>,
+    pub found: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(h: &mut Highlighter, chunks: &[&str]) {
+        for chunk in chunks {
+            h.write(chunk, count_newlines(chunk));
+        }
+        h.finish();
+    }
+
+    fn found(chunks: &[&str]) -> Vec<Candidate> {
+        let mut h = Highlighter::new(Patterns::new(&[]).unwrap());
+        feed(&mut h, chunks);
+        h.candidates().into_iter().cloned().collect()
+    }
+
+    fn lines(chunks: &[&str]) -> Vec<(u64, String, bool)> {
+        found(chunks)
+            .into_iter()
+            .map(|c| (c.line, c.text, c.strong))
+            .collect()
+    }
+
+    #[test]
+    fn finds_common_toolchain_errors_with_line_numbers() {
+        let text = "   Compiling app v0.1.0\n\
+                    warning: unused import\n\
+                    error[E0308]: mismatched types\n  --> src/lib.rs:3:5\n\
+                    main.c:34:14: error: no member named 'x'\n\
+                    src/a.ts:1:2 - error TS2552: Cannot find name 'Entiy'.\n\
+                    ValueError: bad value\n\
+                    FAILED tests/test_a.py::test_b - AssertionError: assert 1 == 2\n\
+                    npm error code E404\n\
+                    thread 'main' panicked at src/main.rs:2:5:\n\
+                    2026-01-01 FATAL disk on fire\n\
+                    make[1]: *** [Makefile:3: all] Error 1\n\
+                    error: could not compile `app` (lib) due to 1 previous error\n";
+        let got = lines(&[text]);
+        let numbers: Vec<u64> = got.iter().map(|(n, _, _)| *n).collect();
+        assert_eq!(numbers, [3, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+        let weak: Vec<u64> = got.iter().filter(|c| !c.2).map(|c| c.0).collect();
+        assert_eq!(weak, [12, 13]);
+        assert_eq!(found(&[text])[0].after, ["  --> src/lib.rs:3:5"]);
+    }
+
+    /// Every line the patterns match must hold a prefilter hit, or it would never be tried.
+    fn prefilter_covers(line: &str) -> bool {
+        let p = Patterns::defaults();
+        !p.any.is_match(line)
+            || p.prefilter.as_ref().unwrap().is_match(line)
+            || LINE_STARTS.iter().any(|l| line.starts_with(l))
+    }
+
+    #[test]
+    fn the_prefilter_never_hides_a_match() {
+        for line in [
+            "error[E0308]: mismatched types",
+            "error: linking with `cc` failed",
+            "fatal error: stdio.h: No such file or directory",
+            "main.c:34:14: error: no member",
+            "main.c:1:2: fatal error: x.h: No such file",
+            "thread 'main' panicked at src/main.rs:2:5:",
+            "pkg/a.go:12:3: undefined: foo",
+            "src/a.ts:1:2 - error TS2552: Cannot find name",
+            "ValueError: bad value",
+            "java.lang.NullPointerException",
+            "Exception in thread \"main\" java.lang.RuntimeException: boom",
+            "Caused by: java.io.IOException: disk",
+            "FAILED tests/a.py::t - AssertionError",
+            "ERROR tests/b.py - ImportError",
+            "--- FAIL: TestThing (0.00s)",
+            "panic: runtime error: index out of range",
+            "test parser::tests::it_works ... FAILED",
+            "npm ERR! code E404",
+            "npm error code E404",
+            "[ERROR] Failed to execute goal",
+            "2026-01-01 FATAL disk on fire",
+            "CRITICAL: out of memory",
+            "make[1]: *** [Makefile:3: all] Error 1",
+            "Traceback (most recent call last):",
+            "FAIL\tgithub.com/x/y\t0.01s",
+        ] {
+            assert!(Patterns::defaults().is_match(line), "{line}");
+            assert!(prefilter_covers(line), "{line}");
+        }
+        for line in [
+            "2026-11-21T09:51:14Z ERROR worker-3 retrying",
+            "Error: ENOENT: no such file or directory, open 'x.json'",
+            "ERROR: Could not find a version that satisfies the requirement nope",
+            "fatal: not a git repository (or any of the parent directories): .git",
+            "tests/test_a.py::test_b FAILED                               [ 50%]",
+            "E   AssertionError: assert 1 == 2",
+            "Segmentation fault (core dumped)",
+            "bash: line 1: 4242 Killed                  ./hog",
+            "==4242== Invalid read of size 8",
+            "==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000014",
+            "ts=2026-11-21 level=error msg=\"db down\"",
+        ] {
+            assert!(Patterns::defaults().is_match(line), "{line}");
+            assert!(prefilter_covers(line), "{line}");
+        }
+        for line in [
+            "test result: ok. 12 passed; 0 failed",
+            "tests/test_a.py::test_b PASSED                               [ 50%]",
+            "0 errors, 0 warnings",
+            "==4242== HEAP SUMMARY:",
+            "Killed 3 stale workers",
+        ] {
+            assert!(!Patterns::defaults().is_match(line), "{line}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_match_is_a_prefilter_hit(
+            words in proptest::collection::vec(proptest::sample::select(vec![
+                "error", "Error", "ERROR", "error:", "error[E0001]:", ": error: ", "fatal", "FAIL",
+                "FAILED", "panic:", "panicked at", "npm", "ERR!", "[ERROR]", "TS2552:", "x.go:1:2:",
+                "Exception", "Caused", "by:", "FATAL", "CRITICAL", "***", "make:", "Traceback",
+                "(most", "recent", "call", "last):", "test", "...", "a", "b.c:1:2:", "---", " ", "\t",
+            ]), 0..8),
+        ) {
+            let line = words.concat();
+            proptest::prop_assert!(prefilter_covers(&line), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn ordinary_lines_are_not_candidates() {
+        let text = "Compiling foo\nwarning: unused variable `error`\n0 errors, 2 warnings\ntest ok ... ok\nerrors.rs:3 has no errors\n";
+        assert!(found(&[text]).is_empty());
+    }
+
+    #[test]
+    fn chunking_changes_nothing() {
+        let text = "ok\nok\nerror[E0001]: bad\n  --> a.rs:1:1\nok\nfoo.c:1:2: error: x\nlast line ERROR here without newline\nFATAL: end";
+        let whole = found(&[text]);
+        for cut in 1..text.len() {
+            if !text.is_char_boundary(cut) {
+                continue;
+            }
+            assert_eq!(found(&[&text[..cut], &text[cut..]]), whole, "cut at {cut}");
+        }
+        let bytes: Vec<String> = text.chars().map(String::from).collect();
+        let refs: Vec<&str> = bytes.iter().map(String::as_str).collect();
+        assert_eq!(found(&refs), whole);
+    }
+
+    #[test]
+    fn keeps_the_first_and_last_candidates_and_counts_all() {
+        let text: String = (1..=1000).map(|i| format!("error: number {i}\n")).collect();
+        let mut h = Highlighter::new(Patterns::new(&[]).unwrap());
+        feed(&mut h, &[&text]);
+        assert_eq!(h.found(), 1000);
+        let kept: Vec<u64> = h.candidates().iter().map(|c| c.line).collect();
+        let expected: Vec<u64> = (1..=16).chain(985..=1000).collect();
+        assert_eq!(kept, expected);
+    }
+
+    #[test]
+    fn a_pattern_too_big_to_compile_is_refused() {
+        let huge = r"\w{200}x{200}\w{200}".to_string();
+        assert!(Patterns::new(&[huge]).is_err());
+        assert!(Patterns::new(&[r"\w{20}x".to_string()]).is_ok());
+    }
+
+    #[test]
+    fn user_patterns_are_strong_and_bad_ones_rejected() {
+        let mut h = Highlighter::new(Patterns::new(&["^BOOM".into()]).unwrap());
+        feed(&mut h, &["ok\nBOOM goes the build\n"]);
+        assert_eq!(h.candidates()[0].line, 2);
+        assert!(h.candidates()[0].strong);
+        assert!(Patterns::new(&["(unclosed".into()]).is_err());
+    }
+
+    #[test]
+    fn overlong_lines_are_counted_but_not_kept() {
+        let text = format!("error: {}\nerror: short\n", "x".repeat(5000));
+        let mut h = Highlighter::new(Patterns::new(&[]).unwrap());
+        feed(&mut h, &[&text]);
+        let kept: Vec<u64> = h.candidates().iter().map(|c| c.line).collect();
+        assert_eq!(kept, [2]);
+    }
+}

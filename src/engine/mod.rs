@@ -1,0 +1,18 @@
+//! The engine: what becomes of a command's output on its way to the model, in bounded memory
+//! and one pass: `normalise` (terminal bytes -> clean text) -> `capture` (every byte to the
+//! spill, a bounded head and tail kept) -> `scanner` (beside the spill writer: `highlight`
+//! finds lines like errors, `outline` folds repeats) -> `preview` (what the model sees, within
+//! its limits, and the notice) with `redact` (credentials out of text bound for a model) and
+//! `tokens` (the model's own count). `snapshot` previews a run that is still going with the
+//! same rules. The engine writes through `crate::storage` and knows nothing of processes or
+//! sockets.
+
+pub mod capture;
+pub mod highlight;
+pub mod normalise;
+pub mod outline;
+pub mod preview;
+pub mod redact;
+pub mod scanner;
+pub mod snapshot;
+pub mod tokens;

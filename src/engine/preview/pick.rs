@@ -1,0 +1,151 @@
+//! Which lines from the omitted part of an output a preview carries as highlights: the
+//! candidates the highlighter found, chosen within a share of the budget.
+//!
+//! When candidates are everywhere (500 errors of one kind and the root cause once among
+//! them), picking the first and the last would show the crowd and hide the needle. So the
+//! choice is for information: first one candidate of each kind that neither the shown ends
+//! nor an earlier pick already shows (strong ones before weak ones, in output order), then the
+//! rest spread over the omitted part. Each is shown as a block with the context that makes it
+//! actionable (see [`Candidate`]), cut back to the line alone when the block does not fit.
+
+use std::collections::HashSet;
+use std::ops::RangeInclusive;
+
+use crate::engine::highlight::{Candidate, Findings, kind_of};
+
+/// A highlighted block of lines, whole, with its spill line numbers.
+#[derive(Debug, Clone)]
+pub(super) struct Highlight {
+    pub(super) first: u64,
+    pub(super) last: u64,
+    /// The lines, each ending with a newline.
+    pub(super) text: String,
+}
+
+/// What the highlights may still take.
+struct Budget {
+    lines: usize,
+    bytes: usize,
+}
+
+/// Picks highlights among the candidates in `omitted` within the budget, preferring kinds not
+/// in `shown` (the kinds of the candidate lines the preview shows anyway).
+pub(super) fn choose_highlights(
+    findings: &Findings,
+    omitted: &RangeInclusive<u64>,
+    max_lines: usize,
+    max_bytes: usize,
+    shown: &HashSet<u64>,
+) -> Vec<Highlight> {
+    let inside: Vec<&Candidate> = findings
+        .candidates
+        .iter()
+        .filter(|c| omitted.contains(&c.line))
+        .collect();
+    let mut budget = Budget {
+        lines: max_lines,
+        bytes: max_bytes,
+    };
+    let mut chosen: Vec<Highlight> = Vec::new();
+    let mut kinds = shown.clone();
+    for strong in [true, false] {
+        for &c in inside.iter().filter(|c| c.strong == strong) {
+            let kind = kind_of(&c.text);
+            if !kinds.contains(&kind) && take(c, omitted, &mut budget, &mut chosen) {
+                kinds.insert(kind);
+            }
+        }
+    }
+    let (strong, weak): (Vec<&Candidate>, Vec<&Candidate>) =
+        inside.into_iter().partition(|c| c.strong);
+    for c in spread(&strong).into_iter().chain(spread(&weak)) {
+        take(c, omitted, &mut budget, &mut chosen);
+    }
+    chosen.sort_by_key(|h| h.first);
+    chosen
+}
+
+/// Adds `c` as a block (or, when that does not fit, as its line alone) unless it overlaps a
+/// chosen one or nothing of it fits.
+fn take(
+    c: &Candidate,
+    omitted: &RangeInclusive<u64>,
+    budget: &mut Budget,
+    chosen: &mut Vec<Highlight>,
+) -> bool {
+    for block in [block(c, omitted, true), block(c, omitted, false)] {
+        let lines = (block.last - block.first + 1) as usize;
+        let overlaps = chosen
+            .iter()
+            .any(|h| h.first <= block.last && block.first <= h.last);
+        if overlaps {
+            continue;
+        }
+        if lines <= budget.lines && block.text.len() <= budget.bytes {
+            budget.lines -= lines;
+            budget.bytes -= block.text.len();
+            chosen.push(block);
+            return true;
+        }
+    }
+    false
+}
+
+/// `c` with its context (as far as it lies in `omitted`) or without.
+fn block(c: &Candidate, omitted: &RangeInclusive<u64>, with_context: bool) -> Highlight {
+    let (mut first, mut text) = (c.line, String::new());
+    if with_context {
+        for (k, line) in c.before.iter().enumerate() {
+            let number = c.first_line() + k as u64;
+            if omitted.contains(&number) {
+                first = first.min(number);
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+    }
+    text.push_str(&c.text);
+    text.push('\n');
+    let mut last = c.line;
+    if with_context {
+        for line in &c.after {
+            if !omitted.contains(&(last + 1)) {
+                break;
+            }
+            last += 1;
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    Highlight { first, last, text }
+}
+
+/// `items` in the order a short list should take them: the first, the last, then the middles
+/// of ever smaller gaps, so a few picks cover the whole span.
+fn spread<T: Copy>(items: &[T]) -> Vec<T> {
+    let n = items.len();
+    let mut order = Vec::with_capacity(n);
+    let mut taken = vec![false; n];
+    let mut take = |i: usize, order: &mut Vec<T>| {
+        if !taken[i] {
+            taken[i] = true;
+            order.push(items[i]);
+        }
+    };
+    if n == 0 {
+        return order;
+    }
+    take(0, &mut order);
+    take(n - 1, &mut order);
+    let mut gaps = std::collections::VecDeque::from([(0, n - 1)]);
+    while let Some((lo, hi)) = gaps.pop_front() {
+        if hi - lo < 2 {
+            continue;
+        }
+        let mid = lo + (hi - lo) / 2;
+        take(mid, &mut order);
+        gaps.push_back((lo, mid));
+        gaps.push_back((mid, hi));
+    }
+    order
+}

@@ -1,0 +1,1879 @@
+//! The run index: one SQLite row per run, in `<data-dir>/index.sqlite3`.
+//!
+//! This module owns the database: its schema (the numbered files in `migrations/`, embedded in
+//! the binary and applied by [`Index::open`]), every SQL statement, and the mapping between rows
+//! and [`RunRow`]. The daemon inserts a row when a run starts and completes it when the run
+//! ends; `spillway truncate` registers its spills the same way, so history, stats and the purge
+//! (`crate::storage::purge`, which owns the files) see every spill.
+//!
+//! Durability: WAL mode and one transaction per change, so a daemon killed with `kill -9`
+//! mid-run leaves a database that opens cleanly; the runs it had going stay `running` until
+//! [`Index::recover_interrupted`] marks them `interrupted` at the next start. WAL also lets
+//! readers work while one process writes; writers queue behind each other for up to the 5 s
+//! busy timeout, and take the write lock when their transaction begins (`IMMEDIATE`), so two
+//! processes never deadlock upgrading a read to a write. Past the timeout a write fails with
+//! an error [`IndexError::is_busy`] recognises; the daemon then keeps its runs' records and
+//! tries again (`server::recorder`).
+//!
+//! Migrations are only ever appended, never edited: `PRAGMA user_version` counts those applied,
+//! an older database is migrated in place at open, and a newer one (from a later spillway) is
+//! refused with [`IndexError::TooNew`] rather than guessed at.
+//!
+//! A file that is not ours is never written to: before the first write (switching to WAL
+//! changes the file's header) [`Index::open`] refuses a symlink, a file that is not an SQLite
+//! database or is damaged ([`IndexError::NotADatabase`]), another program's database
+//! ([`IndexError::Foreign`]) and a newer spillway's, each with a message that says what to do.
+//!
+//! Times are stored as INTEGER Unix milliseconds (UTC), so time ranges are index ranges; they
+//! come back at millisecond precision.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsStr;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::{Type, Value};
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params,
+    params_from_iter,
+};
+use rusqlite_migration::{M, Migrations};
+use serde::Serialize;
+
+use crate::protocol::{IndexStats, RunId, RunRecord, RunStatus, StatusFilter};
+
+/// The index's file name; it lives in the data directory.
+pub const INDEX_FILE: &str = "index.sqlite3";
+
+/// How long a writer waits for another process's write to finish.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Rows `history` returns when the filter's limit is 0.
+const DEFAULT_HISTORY_LIMIT: usize = 50;
+
+/// The schema, oldest migration first. Append only: a migration that has shipped is never
+/// edited, since databases out there already ran it.
+const MIGRATIONS: [&str; 3] = [
+    include_str!("../../migrations/001_runs.sql"),
+    include_str!("../../migrations/002_tags_and_indexes.sql"),
+    include_str!("../../migrations/003_spill_cap.sql"),
+];
+
+/// Runs that did not simply succeed; the same text as `runs_failed`'s WHERE in migration 002,
+/// so that SQLite can use that partial index.
+const FAILED: &str = "(status IN ('signaled', 'timed_out', 'killed', 'interrupted') \
+                      OR (status = 'exited' AND exit_code <> 0))";
+
+/// The columns [`read_run`] reads, in its order.
+const RUN_COLUMNS: &str = "r.id, r.argv, r.shell, r.command, r.cwd, r.tags, r.started_at, \
+     r.ended_at, r.status, r.exit_code, r.signal, r.total_lines, r.total_bytes, r.truncated, \
+     r.spill_path, r.spill_bytes, r.spill_complete, r.spill_missing, r.pid, \
+     r.spill_capped_at_line";
+
+/// What can go wrong with the index.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// The file could not be opened or set up (not a database, no permission, locked).
+    #[error("cannot open the run index {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    /// The index's path is a symbolic link: it is never followed, so that nobody can point the
+    /// daemon's writes at another file.
+    #[error(
+        "the run index {path} is a symbolic link; refusing to follow it: \
+         replace it with the file itself, or use another data directory"
+    )]
+    Symlink { path: PathBuf },
+    /// The file is not an SQLite database, or is damaged; it is left as it was.
+    #[error(
+        "the run index {path} is not an SQLite database or is damaged ({reason}); it was not \
+         touched: move it away (spillway then starts a new, empty index) or use another data \
+         directory"
+    )]
+    NotADatabase { path: PathBuf, reason: String },
+    /// An SQLite database of some other program; it is left as it was.
+    #[error(
+        "{path} is an SQLite database but not a spillway run index (its tables: {tables}); it \
+         was not touched: move it away (spillway then starts a new, empty index) or use \
+         another data directory"
+    )]
+    Foreign { path: PathBuf, tables: String },
+    /// The database has more migrations applied than this build knows.
+    #[error(
+        "{path} was written by a newer spillway (schema {found}, this build knows {supported}); \
+         it was not touched: upgrade spillway, or move it away (spillway then starts a new, \
+         empty index)"
+    )]
+    TooNew {
+        path: PathBuf,
+        found: usize,
+        supported: usize,
+    },
+    /// Applying the migrations failed; the database is left as it was.
+    #[error("cannot bring the run index {path} up to this build's schema: {reason}")]
+    Migrate { path: PathBuf, reason: String },
+    /// A query failed.
+    #[error("run index: {0}")]
+    Sql(#[from] rusqlite::Error),
+    /// A file or directory the index or the purge needed could not be read.
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+impl IndexError {
+    /// SQLite found no room to write (`SQLITE_FULL`): the disk is full, and the same write
+    /// succeeds once there is space.
+    pub fn is_full(&self) -> bool {
+        let failure = match self {
+            IndexError::Sql(rusqlite::Error::SqliteFailure(failure, _))
+            | IndexError::Open {
+                source: rusqlite::Error::SqliteFailure(failure, _),
+                ..
+            } => failure,
+            _ => return false,
+        };
+        failure.code == rusqlite::ErrorCode::DiskFull
+    }
+
+    /// SQLite could not read or write its files (`SQLITE_IOERR`, `SQLITE_CANTOPEN`): on a
+    /// nearly full disk, that is for want of space too (growing the shared-memory file fails
+    /// so).
+    pub fn is_io_failure(&self) -> bool {
+        matches!(
+            self,
+            IndexError::Sql(rusqlite::Error::SqliteFailure(failure, _))
+                | IndexError::Open {
+                    source: rusqlite::Error::SqliteFailure(failure, _),
+                    ..
+                }
+                if matches!(
+                    failure.code,
+                    rusqlite::ErrorCode::SystemIoFailure | rusqlite::ErrorCode::CannotOpen
+                )
+        )
+    }
+
+    /// Another connection held the write lock past the busy timeout: the same write may well
+    /// succeed later.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            IndexError::Sql(rusqlite::Error::SqliteFailure(failure, _))
+                if matches!(
+                    failure.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                )
+        )
+    }
+}
+
+/// The run index: one connection to `index.sqlite3`. `Send`, not `Sync`: share it behind a
+/// mutex.
+#[derive(Debug)]
+pub struct Index {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// One run as stored: a row of `runs` with its tags ([`RunRecord`] is what answers carry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: RunId,
+    /// Program and arguments, for a run given as argv.
+    pub argv: Option<Vec<String>>,
+    /// The command line, for a run given as a shell string.
+    pub shell: Option<String>,
+    /// For display: argv shell-quoted and joined, or the shell string as is.
+    pub command: String,
+    pub cwd: String,
+    pub tags: BTreeMap<String, String>,
+    pub started_at: DateTime<Utc>,
+    /// `None` while the run is going.
+    pub ended_at: Option<DateTime<Utc>>,
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Output counters; `None` until the run ends (and for interrupted runs).
+    pub total_lines: Option<u64>,
+    pub total_bytes: Option<u64>,
+    pub truncated: Option<bool>,
+    pub spill_path: Option<String>,
+    /// The spill's size as last recorded.
+    pub spill_bytes: u64,
+    /// Every byte of output reached the spill.
+    pub spill_complete: bool,
+    /// The spill file was found gone (deleted by hand, or a purge crashed half-way); the row
+    /// stays until the retention purge removes it.
+    pub spill_missing: bool,
+    /// The command's process id.
+    pub pid: Option<u32>,
+    /// The first line the spill lacks when it stopped at its cap (`--max-spill`).
+    pub spill_capped_at_line: Option<u64>,
+}
+
+/// The protocol's record of a run is mapped here, field by field, so that a column added to
+/// the schema reaches clients only when this says so.
+impl From<RunRow> for RunRecord {
+    fn from(row: RunRow) -> RunRecord {
+        RunRecord {
+            id: row.id,
+            argv: row.argv,
+            shell: row.shell,
+            command: row.command,
+            cwd: row.cwd,
+            tags: row.tags,
+            started_at: row.started_at,
+            ended_at: row.ended_at,
+            status: row.status,
+            exit_code: row.exit_code,
+            signal: row.signal,
+            total_lines: row.total_lines,
+            total_bytes: row.total_bytes,
+            truncated: row.truncated,
+            spill_path: row.spill_path,
+            spill_bytes: row.spill_bytes,
+            spill_complete: row.spill_complete,
+            spill_missing: row.spill_missing,
+            pid: row.pid,
+            spill_capped_at_line: row.spill_capped_at_line,
+        }
+    }
+}
+
+/// A run as it starts.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub id: RunId,
+    pub argv: Option<Vec<String>>,
+    pub shell: Option<String>,
+    pub cwd: String,
+    pub tags: BTreeMap<String, String>,
+    pub started_at: DateTime<Utc>,
+    pub spill_path: Option<String>,
+    pub pid: Option<u32>,
+    /// The process writing the row (the daemon, or a `spillway truncate`): while it lives, the
+    /// run is never taken for interrupted.
+    pub owner_pid: u32,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    pub ended_at: DateTime<Utc>,
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub total_lines: u64,
+    pub total_bytes: u64,
+    pub truncated: bool,
+    pub spill_bytes: u64,
+    pub spill_complete: bool,
+    pub spill_capped_at_line: Option<u64>,
+}
+
+/// What a run known only by its spill file is recorded as ([`Index::insert_recovered`]).
+#[derive(Debug, Clone)]
+pub struct RecoveredRun {
+    pub id: RunId,
+    pub started_at: DateTime<Utc>,
+    /// When it was last known alive.
+    pub ended_at: DateTime<Utc>,
+    pub spill_path: String,
+    pub spill_bytes: u64,
+}
+
+/// The command a recovered run is listed with: nobody recorded the real one.
+pub const RECOVERED_COMMAND: &str = "(not recorded: the daemon stopped as this run started)";
+
+/// What `history` returns; every condition given must hold.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryFilter {
+    /// Started at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Started at or before.
+    pub until: Option<DateTime<Utc>>,
+    pub status: Option<StatusFilter>,
+    /// The display command contains this text (case-sensitive, no wildcards).
+    pub command_contains: Option<String>,
+    /// The run has every one of these tags with exactly this value.
+    pub tags: Vec<(String, String)>,
+    /// At most this many runs; 0 means 50.
+    pub limit: usize,
+}
+
+impl Index {
+    /// Opens (creating) the index at `path`, applies migrations, sets WAL and the busy timeout.
+    /// A file that is not a spillway index (or is a newer one) is refused untouched.
+    pub fn open(path: &Path) -> Result<Index, IndexError> {
+        let opened = |source| IndexError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
+            return Err(IndexError::Symlink {
+                path: path.to_path_buf(),
+            });
+        }
+        create_private(path).map_err(|source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        // NOFOLLOW as well: a symlink put there after the check is refused by SQLite itself.
+        let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(opened)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(opened)?;
+        check_ours(&conn, path)?;
+        configure(&mut conn).map_err(opened)?;
+        migrate(&mut conn, path)?;
+        make_private(path);
+        Ok(Index {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Sets how long a write waits for another connection's lock before it fails busy (5 s
+    /// unless set): a writer that retries by itself waits less, to know sooner.
+    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<(), IndexError> {
+        Ok(self.conn.busy_timeout(timeout)?)
+    }
+
+    /// Inserts a run at its start; Ok(false) if the id already exists (the caller picks another).
+    pub fn insert_run(&mut self, run: &NewRun) -> Result<bool, IndexError> {
+        let tx = self.conn.transaction()?;
+        let inserted = insert_row(&tx, run)?;
+        if inserted {
+            insert_tags(&tx, run)?;
+        }
+        tx.commit()?;
+        Ok(inserted)
+    }
+
+    /// Records how a run ended. An id that was never inserted is an error
+    /// (`QueryReturnedNoRows`).
+    pub fn finish_run(&mut self, id: &RunId, end: &RunEnd) -> Result<(), IndexError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE runs SET ended_at = ?2, status = ?3, exit_code = ?4, signal = ?5, \
+                 total_lines = ?6, total_bytes = ?7, truncated = ?8, spill_bytes = ?9, \
+                 spill_complete = ?10, spill_capped_at_line = ?11 WHERE id = ?1",
+            )?
+            .execute(params![
+                id.as_str(),
+                millis(end.ended_at),
+                end.status.as_str(),
+                end.exit_code,
+                end.signal,
+                int(end.total_lines),
+                int(end.total_bytes),
+                end.truncated,
+                int(end.spill_bytes),
+                end.spill_complete,
+                end.spill_capped_at_line.map(int),
+            ])?;
+        if changed == 0 {
+            return Err(rusqlite::Error::QueryReturnedNoRows.into());
+        }
+        Ok(())
+    }
+
+    /// The run with this id, if it is recorded.
+    pub fn get(&self, id: &RunId) -> Result<Option<RunRow>, IndexError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?1");
+        let row = self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row([id.as_str()], read_run)
+            .optional()?;
+        Ok(row)
+    }
+
+    /// The runs `filter` keeps, newest first (ties by id, descending).
+    pub fn history(&self, filter: &HistoryFilter) -> Result<Vec<RunRow>, IndexError> {
+        let (sql, values) = history_query(filter);
+        let mut statement = self.conn.prepare_cached(&sql)?;
+        let rows = statement.query_map(params_from_iter(values), read_run)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Marks `interrupted` the runs left `running` by a process that is gone, and returns
+    /// their ids. Call it holding the data directory's daemon lock (`crate::daemon`): every
+    /// run a daemon started (one with a command pid) then belongs to a dead daemon. A run of
+    /// another writer (`spillway truncate`, which records no command pid) is taken for gone
+    /// when `owner_lives` says its `owner_pid` is not alive, or no owner was recorded.
+    ///
+    /// A run ends when it was last known alive: the latest of its start, its spill's last
+    /// write and `last_alive` (its daemon's last sign of life), never after `now`. Its spill
+    /// is kept: its size is taken from the file, or it is marked missing if the file is gone.
+    pub fn recover_interrupted(
+        &mut self,
+        now: DateTime<Utc>,
+        last_alive: Option<DateTime<Utc>>,
+        owner_lives: impl Fn(u32) -> bool,
+    ) -> Result<Vec<RunId>, IndexError> {
+        let tx = self.conn.transaction()?;
+        let orphaned = running_runs(&tx)?
+            .into_iter()
+            .filter(|run| run.pid.is_some() || run.owner_pid.is_none_or(|pid| !owner_lives(pid)));
+        let mut recovered = Vec::new();
+        for run in orphaned {
+            let spill = spill_on_disk(run.spill_path.as_deref());
+            let ended = [Some(run.started_at), spill.modified, last_alive]
+                .into_iter()
+                .flatten()
+                .max()
+                .unwrap_or(now)
+                .min(now)
+                .max(run.started_at);
+            tx.prepare_cached(
+                "UPDATE runs SET status = 'interrupted', ended_at = ?2, spill_complete = 0, \
+                 spill_bytes = coalesce(?3, spill_bytes), spill_missing = ?4 \
+                 WHERE id = ?1 AND status = 'running'",
+            )?
+            .execute(params![
+                run.id.as_str(),
+                millis(ended),
+                spill.bytes.map(int),
+                spill.missing
+            ])?;
+            recovered.push(run.id);
+        }
+        tx.commit()?;
+        Ok(recovered)
+    }
+
+    /// Records, as `interrupted`, a run known only by its spill file: its daemon died after
+    /// starting it and before recording it. Ok(false) if the id is taken (pick another).
+    pub fn insert_recovered(&mut self, run: &RecoveredRun) -> Result<bool, IndexError> {
+        let spill_name = Path::new(&run.spill_path)
+            .file_name()
+            .and_then(OsStr::to_str);
+        let changed = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO runs (id, command, started_at, ended_at, status, spill_path, \
+                 spill_name, spill_bytes, spill_complete) \
+                 VALUES (?1, ?2, ?3, ?4, 'interrupted', ?5, ?6, ?7, 0) \
+                 ON CONFLICT (id) DO NOTHING",
+            )?
+            .execute(params![
+                run.id.as_str(),
+                RECOVERED_COMMAND,
+                millis(run.started_at),
+                millis(run.ended_at),
+                run.spill_path,
+                spill_name,
+                int(run.spill_bytes),
+            ])?;
+        Ok(changed == 1)
+    }
+
+    /// Counts by status, spill total, time span and the database's size.
+    pub fn stats(&self) -> Result<IndexStats, IndexError> {
+        let mut by_status = self
+            .conn
+            .prepare("SELECT status, count(*) FROM runs GROUP BY status")?;
+        let runs_by_status = by_status
+            .query_map([], |row| Ok((row.get(0)?, unsigned(row.get(1)?))))?
+            .collect::<Result<_, _>>()?;
+        let recorded: i64 = self.conn.query_row(
+            "SELECT coalesce(sum(spill_bytes), 0) FROM runs \
+             WHERE spill_missing = 0 AND status <> 'running'",
+            [],
+            |row| row.get(0),
+        )?;
+        // A running run's size is recorded when it ends: until then, its file as it is now.
+        let running: u64 = running_runs(&self.conn)?
+            .iter()
+            .filter_map(|run| spill_on_disk(run.spill_path.as_deref()).bytes)
+            .sum();
+        Ok(IndexStats {
+            runs_by_status,
+            spill_bytes: unsigned(recorded) + running,
+            oldest: self.time_query("SELECT min(started_at) FROM runs")?,
+            newest: self.time_query("SELECT max(started_at) FROM runs")?,
+            database_bytes: self.database_bytes()?,
+        })
+    }
+
+    fn time_query(&self, sql: &str) -> Result<Option<DateTime<Utc>>, IndexError> {
+        let ms: Option<i64> = self.conn.query_row(sql, [], |row| row.get(0))?;
+        Ok(ms.and_then(DateTime::from_timestamp_millis))
+    }
+
+    /// The database file plus its write-ahead log (absent when no one has it open).
+    fn database_bytes(&self) -> Result<u64, IndexError> {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        let mut total = 0;
+        for (path, required) in [(self.path.clone(), true), (PathBuf::from(wal), false)] {
+            match std::fs::metadata(&path) {
+                Ok(meta) => total += meta.len(),
+                Err(e) if !required && e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => return Err(IndexError::Io { path, source }),
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// A finished run as the purge sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct SpillRecord {
+    pub id: RunId,
+    pub started_at: DateTime<Utc>,
+    pub spill_path: Option<String>,
+    /// What the run adds to the quota: its recorded spill size, or 0 when the spill is missing.
+    pub counted_bytes: u64,
+}
+
+/// Where a page of runs in start order begins: strictly after `(started_at, id)`.
+#[derive(Debug, Clone)]
+pub(crate) struct Cursor {
+    started_ms: i64,
+    id: String,
+}
+
+impl Cursor {
+    /// Before every run.
+    pub fn start() -> Cursor {
+        Cursor {
+            started_ms: i64::MIN,
+            id: String::new(),
+        }
+    }
+
+    /// Before the first run started at or after `t`.
+    pub fn at(t: DateTime<Utc>) -> Cursor {
+        Cursor {
+            started_ms: millis(t),
+            id: String::new(),
+        }
+    }
+
+    /// Just after `run`.
+    pub fn after(run: &SpillRecord) -> Cursor {
+        Cursor {
+            started_ms: millis(run.started_at),
+            id: run.id.as_str().to_string(),
+        }
+    }
+}
+
+/// The columns [`read_spill_record`] reads.
+const SPILL_COLUMNS: &str = "id, started_at, spill_path, \
+     CASE WHEN spill_missing THEN 0 ELSE spill_bytes END";
+
+/// What the purge needs: pages of runs in start order, sizes, deletions. The purge decides;
+/// these only query and write.
+impl Index {
+    /// Finished runs started before `before`, oldest first, after `cursor`.
+    pub(crate) fn expired_page(
+        &self,
+        before: DateTime<Utc>,
+        cursor: &Cursor,
+        limit: usize,
+    ) -> Result<Vec<SpillRecord>, IndexError> {
+        let sql = format!(
+            "SELECT {SPILL_COLUMNS} FROM runs WHERE status <> 'running' AND started_at < ?1 \
+             AND (started_at, id) > (?2, ?3) ORDER BY started_at, id LIMIT ?4"
+        );
+        let mut statement = self.conn.prepare_cached(&sql)?;
+        let rows = statement.query_map(
+            params![millis(before), cursor.started_ms, cursor.id, int(limit)],
+            read_spill_record,
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Finished runs whose spill counts toward the quota, oldest first, after `cursor`.
+    pub(crate) fn evictable_page(
+        &self,
+        cursor: &Cursor,
+        limit: usize,
+    ) -> Result<Vec<SpillRecord>, IndexError> {
+        let sql = format!(
+            "SELECT {SPILL_COLUMNS} FROM runs WHERE status <> 'running' AND spill_missing = 0 \
+             AND spill_bytes > 0 AND (started_at, id) > (?1, ?2) ORDER BY started_at, id LIMIT ?3"
+        );
+        let mut statement = self.conn.prepare_cached(&sql)?;
+        let rows = statement.query_map(
+            params![cursor.started_ms, cursor.id, int(limit)],
+            read_spill_record,
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Recorded spill bytes of the finished runs started at or after `since`, missing spills
+    /// excluded.
+    pub(crate) fn counted_spill_bytes(&self, since: DateTime<Utc>) -> Result<u64, IndexError> {
+        let sum: i64 = self.conn.query_row(
+            "SELECT coalesce(sum(spill_bytes), 0) FROM runs \
+             WHERE status <> 'running' AND spill_missing = 0 AND started_at >= ?1",
+            [millis(since)],
+            |row| row.get(0),
+        )?;
+        Ok(unsigned(sum))
+    }
+
+    /// The spill paths of the runs still going.
+    pub(crate) fn running_spill_paths(&self) -> Result<Vec<String>, IndexError> {
+        Ok(running_runs(&self.conn)?
+            .into_iter()
+            .filter_map(|run| run.spill_path)
+            .collect())
+    }
+
+    /// Deletes these runs' rows (and their tags), in one transaction.
+    pub(crate) fn delete_runs(&mut self, ids: &[RunId]) -> Result<(), IndexError> {
+        self.for_each_id(ids, "DELETE FROM runs WHERE id = ?1")
+    }
+
+    /// Marks these runs' spills missing, in one transaction.
+    pub(crate) fn mark_missing(&mut self, ids: &[RunId]) -> Result<(), IndexError> {
+        self.for_each_id(ids, "UPDATE runs SET spill_missing = 1 WHERE id = ?1")
+    }
+
+    fn for_each_id(&mut self, ids: &[RunId], sql: &str) -> Result<(), IndexError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let tx = self.conn.transaction()?;
+        {
+            let mut statement = tx.prepare_cached(sql)?;
+            for id in ids {
+                statement.execute([id.as_str()])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Whether some run's spill file has this name.
+    pub(crate) fn names_spill(&self, name: &str) -> Result<bool, IndexError> {
+        let found = self
+            .conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM runs WHERE spill_name = ?1)")?
+            .query_row([name], |row| row.get(0))?;
+        Ok(found)
+    }
+
+    /// Finished runs with a spill not yet known missing whose file name is not in `listed`,
+    /// as (id, spill path, counted bytes): the spills that may be gone.
+    pub(crate) fn spills_not_listed(
+        &self,
+        listed: &HashSet<&str>,
+    ) -> Result<Vec<(RunId, String, u64)>, IndexError> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT spill_name, id, spill_path, spill_bytes FROM runs \
+             WHERE spill_path IS NOT NULL AND spill_missing = 0 AND status <> 'running'",
+        )?;
+        let mut rows = statement.query([])?;
+        let mut unlisted = Vec::new();
+        while let Some(row) = rows.next()? {
+            let name = row
+                .get_ref(0)?
+                .as_str_or_null()
+                .map_err(|e| bad_column(0, e))?;
+            if name.is_some_and(|name| listed.contains(name)) {
+                continue;
+            }
+            unlisted.push((read_id(row, 1)?, row.get(2)?, unsigned(row.get(3)?)));
+        }
+        Ok(unlisted)
+    }
+}
+
+/// Refuses, before anything is written to it, a file that is not a spillway index (or not yet
+/// one: an empty database is ours to set up) or that a newer spillway wrote.
+fn check_ours(conn: &Connection, path: &Path) -> Result<(), IndexError> {
+    // The first read of the file: one that is not a database fails here.
+    let version = schema_version(conn).map_err(|e| match e {
+        IndexError::Sql(error @ rusqlite::Error::SqliteFailure(failure, _))
+            if matches!(
+                failure.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            ) =>
+        {
+            IndexError::NotADatabase {
+                path: path.to_path_buf(),
+                reason: error.to_string(),
+            }
+        }
+        other => other,
+    })?;
+    let tables = user_tables(conn)?;
+    // Tables with no schema version, or without ours, are another program's.
+    if !tables.is_empty() && (version == 0 || !tables.iter().any(|t| t == "runs")) {
+        return Err(IndexError::Foreign {
+            path: path.to_path_buf(),
+            tables: tables.join(", "),
+        });
+    }
+    if version > MIGRATIONS.len() {
+        return Err(IndexError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: MIGRATIONS.len(),
+        });
+    }
+    Ok(())
+}
+
+/// The database's own tables, by name.
+fn user_tables(conn: &Connection) -> Result<Vec<String>, IndexError> {
+    let mut statement = conn.prepare(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' \
+         ESCAPE '\\' ORDER BY name",
+    )?;
+    let names = statement.query_map([], |row| row.get(0))?;
+    Ok(names.collect::<Result<_, _>>()?)
+}
+
+/// Sets up a fresh connection: WAL, immediate transactions, foreign keys.
+fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
+    conn.set_transaction_behavior(TransactionBehavior::Immediate);
+    let mode: String =
+        conn.pragma_update_and_check(None, "journal_mode", "wal", |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        tracing::warn!(
+            mode,
+            "the run index cannot use WAL mode here; readers will wait for writers"
+        );
+    }
+    // With WAL, NORMAL loses nothing to a crashed process, only (at worst) the last
+    // transactions to a power cut, and never corrupts.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", true)
+}
+
+/// Brings the schema up to date, refusing a database from a newer build.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), IndexError> {
+    let migrations = Migrations::new(MIGRATIONS.iter().map(|sql| M::up(sql)).collect());
+    // Two processes opening a new database at once both read version 0; the one that loses
+    // the race fails its transaction, and its second try finds the schema up to date.
+    let result = migrations
+        .to_latest(conn)
+        .or_else(|_| migrations.to_latest(conn));
+    // A database too new was refused by `check_ours`.
+    result.map_err(|e| IndexError::Migrate {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// How many migrations the database has had.
+fn schema_version(conn: &Connection) -> Result<usize, IndexError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    Ok(usize::try_from(version).unwrap_or(0))
+}
+
+/// Inserts the run's row; false if its id is taken.
+fn insert_row(tx: &Transaction<'_>, run: &NewRun) -> rusqlite::Result<bool> {
+    let argv = run.argv.as_ref().map(to_json).transpose()?;
+    let spill_name = run
+        .spill_path
+        .as_deref()
+        .and_then(|p| Path::new(p).file_name())
+        .and_then(OsStr::to_str);
+    let changed = tx
+        .prepare_cached(
+            "INSERT INTO runs (id, argv, shell, command, cwd, tags, started_at, status, \
+             spill_path, spill_name, pid, owner_pid) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11) \
+             ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(params![
+            run.id.as_str(),
+            argv,
+            run.shell,
+            display_command(run.argv.as_deref(), run.shell.as_deref()),
+            run.cwd,
+            to_json(&run.tags)?,
+            millis(run.started_at),
+            run.spill_path,
+            spill_name,
+            run.pid,
+            run.owner_pid,
+        ])?;
+    Ok(changed == 1)
+}
+
+fn insert_tags(tx: &Transaction<'_>, run: &NewRun) -> rusqlite::Result<()> {
+    let mut statement = tx.prepare_cached(
+        "INSERT INTO run_tags (run_id, key, value, started_at) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (key, value) in &run.tags {
+        statement.execute(params![run.id.as_str(), key, value, millis(run.started_at)])?;
+    }
+    Ok(())
+}
+
+/// argv shell-quoted and joined, or the shell string as is.
+pub(crate) fn display_command(argv: Option<&[String]>, shell: Option<&str>) -> String {
+    match (argv, shell) {
+        (Some(argv), _) => shlex::try_join(argv.iter().map(String::as_str))
+            // Only a NUL byte defeats quoting, and the protocol refuses those.
+            .unwrap_or_else(|_| argv.join(" ")),
+        (None, Some(shell)) => shell.to_string(),
+        (None, None) => String::new(),
+    }
+}
+
+/// A run still `running`.
+struct Running {
+    id: RunId,
+    started_at: DateTime<Utc>,
+    /// The command's pid: set for a daemon's runs, not for `spillway truncate`'s.
+    pid: Option<u32>,
+    /// `None` when no owner was recorded: taken for gone.
+    owner_pid: Option<u32>,
+    spill_path: Option<String>,
+}
+
+fn running_runs(conn: &Connection) -> rusqlite::Result<Vec<Running>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT id, started_at, pid, owner_pid, spill_path FROM runs WHERE status = 'running' \
+         ORDER BY started_at",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok(Running {
+            id: read_id(row, 0)?,
+            started_at: read_time(row, 1)?,
+            pid: row.get(2)?,
+            owner_pid: row.get(3)?,
+            spill_path: row.get(4)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// A spill file as it is on disk now.
+#[derive(Debug, Default)]
+struct OnDisk {
+    bytes: Option<u64>,
+    modified: Option<DateTime<Utc>>,
+    /// The file is gone.
+    missing: bool,
+}
+
+/// The spill's current size and last write, and whether it is gone.
+fn spill_on_disk(path: Option<&str>) -> OnDisk {
+    let Some(path) = path else {
+        return OnDisk::default();
+    };
+    match std::fs::metadata(path) {
+        Ok(meta) => OnDisk {
+            bytes: Some(meta.len()),
+            modified: meta.modified().ok().map(DateTime::<Utc>::from),
+            missing: false,
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => OnDisk {
+            missing: true,
+            ..OnDisk::default()
+        },
+        Err(e) => {
+            tracing::warn!(path, error = %e, "cannot read the size of an interrupted run's spill");
+            OnDisk::default()
+        }
+    }
+}
+
+/// Creates the index file, empty and private (0600), unless it exists: SQLite would make it
+/// 0644, and its `-wal` and `-shm` files take the database file's mode.
+fn create_private(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path);
+    match created {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes the database and its `-wal` and `-shm` files private (0600) if an older spillway, or
+/// SQLite, left them readable by others. Run only once the file is known to be ours. By path,
+/// never by opening them: closing a descriptor of a file drops every POSIX lock this process
+/// holds on it, SQLite's included, and another process would then take itself for the last
+/// connection and delete the write-ahead log under us. Symlinks are left alone (a symlink put
+/// there after the check needs our uid, in our 0700 directory); failures are logged, never
+/// fatal.
+fn make_private(path: &Path) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let name = PathBuf::from(name);
+        let Ok(meta) = std::fs::symlink_metadata(&name) else {
+            continue;
+        };
+        if meta.is_file()
+            && meta.mode() & 0o777 != 0o600
+            && let Err(e) = std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600))
+        {
+            tracing::warn!(path = %name.display(), error = %e, "cannot make the run index private");
+        }
+    }
+}
+
+/// The SQL and parameters for `history`. With a tag, the walk starts from `run_tags` (newest
+/// first for that tag) instead of from every run.
+fn history_query(filter: &HistoryFilter) -> (String, Vec<Value>) {
+    let mut values = Vec::new();
+    let mut conditions = Vec::new();
+    let mut tags = filter.tags.iter();
+    let (from, order) = match tags.next() {
+        Some((key, value)) => {
+            conditions.push("t.key = ? AND t.value = ?".to_string());
+            values.extend([Value::from(key.clone()), Value::from(value.clone())]);
+            (
+                "run_tags t CROSS JOIN runs r ON r.id = t.run_id",
+                ("t.started_at", "t.run_id"),
+            )
+        }
+        // Left to itself, SQLite ORs two searches of runs_by_status together and sorts the
+        // result; the partial index already holds just the failed runs, in order.
+        None if matches!(filter.status, Some(StatusFilter::Failed)) => {
+            ("runs r INDEXED BY runs_failed", ("r.started_at", "r.id"))
+        }
+        None => ("runs r", ("r.started_at", "r.id")),
+    };
+    for (key, value) in tags {
+        conditions.push(
+            "EXISTS (SELECT 1 FROM run_tags x WHERE x.run_id = r.id AND x.key = ? AND x.value = ?)"
+                .to_string(),
+        );
+        values.extend([Value::from(key.clone()), Value::from(value.clone())]);
+    }
+    let (start, id) = order;
+    if let Some(since) = filter.since {
+        conditions.push(format!("{start} >= ?"));
+        values.push(Value::from(millis(since)));
+    }
+    if let Some(until) = filter.until {
+        conditions.push(format!("{start} <= ?"));
+        values.push(Value::from(millis(until)));
+    }
+    match &filter.status {
+        Some(StatusFilter::Is(status)) => {
+            conditions.push("r.status = ?".to_string());
+            values.push(Value::from(status.as_str().to_string()));
+        }
+        Some(StatusFilter::Failed) => conditions.push(FAILED.to_string()),
+        None => {}
+    }
+    if let Some(text) = &filter.command_contains {
+        conditions.push("instr(r.command, ?) > 0".to_string());
+        values.push(Value::from(text.clone()));
+    }
+    let limit = match filter.limit {
+        0 => DEFAULT_HISTORY_LIMIT,
+        n => n,
+    };
+    values.push(Value::from(int(limit)));
+    let conditions = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", conditions.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM {from} {conditions} ORDER BY {start} DESC, {id} DESC LIMIT ?"
+    );
+    (sql, values)
+}
+
+/// Reads a row selected with [`RUN_COLUMNS`].
+fn read_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: read_id(row, 0)?,
+        argv: row
+            .get::<_, Option<String>>(1)?
+            .map(|json| from_json(1, &json))
+            .transpose()?,
+        shell: row.get(2)?,
+        command: row.get(3)?,
+        cwd: row.get(4)?,
+        tags: from_json(5, &row.get::<_, String>(5)?)?,
+        started_at: read_time(row, 6)?,
+        ended_at: row
+            .get::<_, Option<i64>>(7)?
+            .map(|ms| to_time(7, ms))
+            .transpose()?,
+        status: read_status(row, 8)?,
+        exit_code: row.get(9)?,
+        signal: row.get(10)?,
+        total_lines: row.get::<_, Option<i64>>(11)?.map(unsigned),
+        total_bytes: row.get::<_, Option<i64>>(12)?.map(unsigned),
+        truncated: row.get(13)?,
+        spill_path: row.get(14)?,
+        spill_bytes: unsigned(row.get(15)?),
+        spill_complete: row.get(16)?,
+        spill_missing: row.get(17)?,
+        pid: row.get(18)?,
+        spill_capped_at_line: row.get::<_, Option<i64>>(19)?.map(unsigned),
+    })
+}
+
+/// Reads a row selected with [`SPILL_COLUMNS`].
+fn read_spill_record(row: &Row<'_>) -> rusqlite::Result<SpillRecord> {
+    Ok(SpillRecord {
+        id: read_id(row, 0)?,
+        started_at: read_time(row, 1)?,
+        spill_path: row.get(2)?,
+        counted_bytes: unsigned(row.get(3)?),
+    })
+}
+
+fn read_id(row: &Row<'_>, column: usize) -> rusqlite::Result<RunId> {
+    RunId::try_from(row.get::<_, String>(column)?).map_err(|e| bad_column(column, e))
+}
+
+fn read_time(row: &Row<'_>, column: usize) -> rusqlite::Result<DateTime<Utc>> {
+    to_time(column, row.get(column)?)
+}
+
+fn to_time(column: usize, ms: i64) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| bad_column(column, format!("time {ms} ms is out of range")))
+}
+
+fn read_status(row: &Row<'_>, column: usize) -> rusqlite::Result<RunStatus> {
+    let text: String = row.get(column)?;
+    RunStatus::ALL
+        .into_iter()
+        .find(|status| status.as_str() == text)
+        .ok_or_else(|| bad_column(column, format!("unknown run status {text:?}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(column: usize, json: &str) -> rusqlite::Result<T> {
+    serde_json::from_str(json).map_err(|e| bad_column(column, e))
+}
+
+fn to_json<T: Serialize>(value: &T) -> rusqlite::Result<String> {
+    serde_json::to_string(value).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+fn bad_column(
+    column: usize,
+    error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(column, Type::Text, error.into())
+}
+
+/// A time as stored: Unix milliseconds.
+fn millis(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+/// A count as stored (SQLite integers are signed; counts never come near the limit).
+fn int(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+/// A stored count back; a negative one (never written) reads as 0.
+fn unsigned(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use chrono::TimeZone;
+    use rusqlite_migration::{M, Migrations};
+
+    use super::*;
+
+    /// A run id, distinct for each `n`.
+    pub(crate) fn id(n: u32) -> RunId {
+        let alphabet = b"abcdefghijklmnopqrstuvwxyz234567";
+        let suffix: String = (0..4)
+            .rev()
+            .map(|i| char::from(alphabet[((n >> (5 * i)) & 31) as usize]))
+            .collect();
+        RunId::try_from(format!("20260101-000000-{suffix}")).unwrap()
+    }
+
+    /// `secs` after 2026-01-01 00:00 UTC.
+    pub(crate) fn at(secs: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::TimeDelta::seconds(secs)
+    }
+
+    pub(crate) fn new_run(n: u32, started_at: DateTime<Utc>) -> NewRun {
+        NewRun {
+            id: id(n),
+            argv: Some(vec!["echo".into(), format!("run {n}")]),
+            shell: None,
+            cwd: "/work".into(),
+            tags: BTreeMap::new(),
+            started_at,
+            spill_path: None,
+            pid: Some(4242),
+            owner_pid: 1,
+        }
+    }
+
+    pub(crate) fn end(status: RunStatus, exit_code: Option<i32>, spill_bytes: u64) -> RunEnd {
+        RunEnd {
+            ended_at: at(86_400 * 365),
+            status,
+            exit_code,
+            signal: None,
+            total_lines: 3,
+            total_bytes: spill_bytes,
+            truncated: false,
+            spill_bytes,
+            spill_complete: true,
+            spill_capped_at_line: None,
+        }
+    }
+
+    pub(crate) fn open_temp() -> (tempfile::TempDir, Index) {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join(INDEX_FILE)).unwrap();
+        (dir, index)
+    }
+
+    fn ids(rows: &[RunRow]) -> Vec<RunId> {
+        rows.iter().map(|r| r.id.clone()).collect()
+    }
+
+    fn history(index: &Index, filter: HistoryFilter) -> Vec<RunId> {
+        ids(&index.history(&filter).unwrap())
+    }
+
+    fn user_version(index: &Index) -> usize {
+        schema_version(&index.conn).unwrap()
+    }
+
+    #[test]
+    fn migrations_build_an_empty_database() {
+        let (_dir, index) = open_temp();
+        assert_eq!(user_version(&index), MIGRATIONS.len());
+        let mode: String = index
+            .conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let fk: bool = index
+            .conn
+            .pragma_query_value(None, "foreign_keys", |r| r.get(0))
+            .unwrap();
+        assert!(fk);
+        assert!(index.history(&HistoryFilter::default()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn every_migration_starts_with_a_comment_giving_its_reason() {
+        for sql in MIGRATIONS {
+            let first = sql.lines().next().unwrap_or_default();
+            assert!(first.starts_with("-- "), "{first:?}");
+        }
+    }
+
+    #[test]
+    fn reopening_an_up_to_date_database_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        let mut index = Index::open(&path).unwrap();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        drop(index);
+        let index = Index::open(&path).unwrap();
+        assert_eq!(user_version(&index), MIGRATIONS.len());
+        assert!(index.get(&id(1)).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_first_schema_database_is_migrated_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        let mut conn = Connection::open(&path).unwrap();
+        Migrations::new(vec![M::up(MIGRATIONS[0])])
+            .to_latest(&mut conn)
+            .unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, argv, shell, command, cwd, tags, started_at, ended_at, status, \
+             exit_code, total_lines, total_bytes, truncated, spill_path, spill_bytes, \
+             spill_complete, pid, owner_pid) VALUES (?1, '[\"cargo\",\"test\"]', NULL, \
+             'cargo test', '/src', '{\"session\":\"s1\",\"agent\":\"a\"}', ?2, ?3, 'exited', \
+             101, 40, 1200, 0, '/data/spills/20260101T000000.000000Z-7-000000.log', 1200, 1, \
+             77, 70)",
+            params![id(1).as_str(), millis(at(0)), millis(at(5))],
+        )
+        .unwrap();
+        // The least a first-schema row can hold: a running run whose owner nobody recorded.
+        conn.execute(
+            "INSERT INTO runs (id, started_at, status) VALUES (?1, ?2, 'running')",
+            params![id(2).as_str(), millis(at(9))],
+        )
+        .unwrap();
+        drop(conn);
+
+        let mut index = Index::open(&path).unwrap();
+        assert_eq!(user_version(&index), 3);
+        let row = index.get(&id(1)).unwrap().unwrap();
+        assert_eq!(
+            row.argv,
+            Some(vec!["cargo".to_string(), "test".to_string()])
+        );
+        assert_eq!(row.tags["session"], "s1");
+        assert_eq!(row.status, RunStatus::Exited);
+        assert_eq!(row.exit_code, Some(101));
+        assert_eq!(row.ended_at, Some(at(5)));
+        assert_eq!(row.spill_bytes, 1200);
+        // 002's backfills: the tags are searchable, the spill file is known by name.
+        let tagged = HistoryFilter {
+            tags: vec![("agent".into(), "a".into())],
+            status: Some(StatusFilter::Failed),
+            ..HistoryFilter::default()
+        };
+        assert_eq!(history(&index, tagged), [id(1)]);
+        assert!(
+            index
+                .names_spill("20260101T000000.000000Z-7-000000.log")
+                .unwrap()
+        );
+        let bare = index.get(&id(2)).unwrap().unwrap();
+        assert_eq!((bare.command.as_str(), bare.tags.len()), ("", 0));
+        // An unknown owner is taken for gone, even when every process is alive.
+        assert_eq!(
+            index.recover_interrupted(at(10), None, |_| true).unwrap(),
+            [id(2)]
+        );
+    }
+
+    #[test]
+    fn a_database_from_a_newer_spillway_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 5).unwrap();
+        drop(conn);
+        let before = std::fs::read(&path).unwrap();
+        let error = Index::open(&path).unwrap_err();
+        let IndexError::TooNew {
+            found, supported, ..
+        } = &error
+        else {
+            panic!("expected TooNew, got {error:?}");
+        };
+        assert_eq!((*found, *supported), (5, 3));
+        let message = error.to_string();
+        assert!(
+            message.contains(
+                "index.sqlite3 was written by a newer spillway (schema 5, this build knows 3); \
+                 it was not touched: upgrade spillway, or move it away"
+            ),
+            "{message}"
+        );
+        // Refused, not touched (not even switched to WAL).
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        std::fs::write(&path, vec![b'x'; 4096]).unwrap();
+        let error = Index::open(&path).unwrap_err();
+        assert!(
+            matches!(error, IndexError::NotADatabase { .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("move it away"), "{error}");
+        assert_eq!(std::fs::read(&path).unwrap(), vec![b'x'; 4096]);
+    }
+
+    #[test]
+    fn another_programs_database_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        for version in [0, 3] {
+            let path = dir.path().join(format!("{version}.sqlite3"));
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch("CREATE TABLE notes (body TEXT); CREATE TABLE tags (name TEXT);")
+                .unwrap();
+            conn.pragma_update(None, "user_version", version).unwrap();
+            drop(conn);
+            let before = std::fs::read(&path).unwrap();
+            let error = Index::open(&path).unwrap_err();
+            let IndexError::Foreign { tables, .. } = &error else {
+                panic!("expected Foreign, got {error:?}");
+            };
+            assert_eq!(tables, "notes, tags");
+            assert_eq!(std::fs::read(&path).unwrap(), before, "version {version}");
+        }
+    }
+
+    #[test]
+    fn the_database_and_its_wal_and_shm_are_private() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().mode() & 0o777;
+        let files = |path: &Path| {
+            ["", "-wal", "-shm"].map(|suffix| {
+                let mut name = path.as_os_str().to_owned();
+                name.push(suffix);
+                PathBuf::from(name)
+            })
+        };
+        let fresh = dir.path().join("fresh.sqlite3");
+        let mut index = Index::open(&fresh).unwrap();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        for file in files(&fresh) {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+        // An index an older spillway left readable by others.
+        let old = dir.path().join("old.sqlite3");
+        drop(Index::open(&old).unwrap());
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut index = Index::open(&old).unwrap();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        for file in files(&old) {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+    }
+
+    #[test]
+    fn a_symlinked_index_is_refused_and_its_target_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"").unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let error = Index::open(&path).unwrap_err();
+        assert!(matches!(error, IndexError::Symlink { .. }), "{error:?}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"");
+    }
+
+    #[test]
+    fn insert_finish_get_round_trip() {
+        let (_dir, mut index) = open_temp();
+        let start = Utc.timestamp_millis_opt(1_767_225_600_123).unwrap();
+        let run = NewRun {
+            argv: Some(vec![
+                "grep".into(),
+                "-r".into(),
+                "two words".into(),
+                "it's".into(),
+            ]),
+            tags: [
+                ("session".to_string(), "s1".to_string()),
+                ("k".into(), "v w".into()),
+            ]
+            .into(),
+            spill_path: Some("/data/spills/x.log".into()),
+            owner_pid: 99,
+            ..new_run(1, start)
+        };
+        assert!(index.insert_run(&run).unwrap());
+        let running = index.get(&id(1)).unwrap().unwrap();
+        assert_eq!(
+            running,
+            RunRow {
+                id: id(1),
+                argv: run.argv.clone(),
+                shell: None,
+                command: r#"grep -r 'two words' "it's""#.into(),
+                cwd: "/work".into(),
+                tags: run.tags.clone(),
+                started_at: start,
+                ended_at: None,
+                status: RunStatus::Running,
+                exit_code: None,
+                signal: None,
+                total_lines: None,
+                total_bytes: None,
+                truncated: None,
+                spill_path: Some("/data/spills/x.log".into()),
+                spill_bytes: 0,
+                spill_complete: false,
+                spill_missing: false,
+                pid: Some(4242),
+                spill_capped_at_line: None,
+            }
+        );
+        let finish = RunEnd {
+            ended_at: start + chrono::TimeDelta::milliseconds(1500),
+            status: RunStatus::Signaled,
+            exit_code: None,
+            signal: Some(9),
+            total_lines: 10,
+            total_bytes: 5_000_000_000,
+            truncated: true,
+            spill_bytes: 5_000_000_000,
+            spill_complete: false,
+            spill_capped_at_line: Some(7),
+        };
+        index.finish_run(&id(1), &finish).unwrap();
+        let done = index.get(&id(1)).unwrap().unwrap();
+        assert_eq!(done.ended_at, Some(finish.ended_at));
+        assert_eq!(done.status, RunStatus::Signaled);
+        assert_eq!((done.exit_code, done.signal), (None, Some(9)));
+        assert_eq!(done.total_lines, Some(10));
+        assert_eq!(done.total_bytes, Some(5_000_000_000));
+        assert_eq!(done.truncated, Some(true));
+        assert_eq!(done.spill_bytes, 5_000_000_000);
+        assert!(!done.spill_complete);
+        assert_eq!(done.spill_capped_at_line, Some(7));
+        assert_eq!(done.tags, run.tags);
+
+        let shell = NewRun {
+            argv: None,
+            shell: Some("ls | wc -l".into()),
+            ..new_run(2, start)
+        };
+        index.insert_run(&shell).unwrap();
+        let row = index.get(&id(2)).unwrap().unwrap();
+        assert_eq!((row.argv, row.command.as_str()), (None, "ls | wc -l"));
+        assert_eq!(index.get(&id(3)).unwrap(), None);
+    }
+
+    #[test]
+    fn a_taken_id_is_reported_not_overwritten() {
+        let (_dir, mut index) = open_temp();
+        assert!(index.insert_run(&new_run(1, at(0))).unwrap());
+        let again = NewRun {
+            cwd: "/elsewhere".into(),
+            tags: [("a".to_string(), "b".to_string())].into(),
+            ..new_run(1, at(9))
+        };
+        assert!(!index.insert_run(&again).unwrap());
+        let row = index.get(&id(1)).unwrap().unwrap();
+        assert_eq!((row.cwd.as_str(), row.started_at), ("/work", at(0)));
+        assert!(row.tags.is_empty());
+    }
+
+    #[test]
+    fn finishing_an_unknown_run_is_an_error() {
+        let (_dir, mut index) = open_temp();
+        let error = index
+            .finish_run(&id(7), &end(RunStatus::Exited, Some(0), 0))
+            .unwrap_err();
+        assert!(matches!(
+            error,
+            IndexError::Sql(rusqlite::Error::QueryReturnedNoRows)
+        ));
+    }
+
+    #[test]
+    fn records_serialise_times_as_rfc3339() {
+        let (_dir, mut index) = open_temp();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        let row = RunRecord::from(index.get(&id(1)).unwrap().unwrap());
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["started_at"], "2026-01-01T00:00:00.000Z");
+        assert_eq!(json["ended_at"], serde_json::Value::Null);
+        assert_eq!(json["status"], "running");
+        let back: RunRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, row);
+    }
+
+    /// Runs 1..=6, a minute apart, newest last: 1 exited 0, 2 exited 1, 3 signaled, 4 running,
+    /// 5 exited without a code, 6 timed out.
+    fn varied(index: &mut Index) {
+        let outcomes = [
+            (RunStatus::Exited, Some(0)),
+            (RunStatus::Exited, Some(1)),
+            (RunStatus::Signaled, None),
+            (RunStatus::Running, None),
+            (RunStatus::Exited, None),
+            (RunStatus::TimedOut, None),
+        ];
+        for (n, (status, code)) in (1..).zip(outcomes) {
+            let tags = [
+                ("session".to_string(), format!("s{}", n % 2)),
+                ("agent".to_string(), "claude".to_string()),
+            ];
+            let run = NewRun {
+                argv: Some(vec![
+                    if n % 3 == 0 { "cargo" } else { "npm" }.into(),
+                    "test".into(),
+                ]),
+                tags: tags.into(),
+                ..new_run(n, at(i64::from(n) * 60))
+            };
+            index.insert_run(&run).unwrap();
+            if status != RunStatus::Running {
+                index.finish_run(&id(n), &end(status, code, 10)).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn history_is_newest_first_and_limited() {
+        let (_dir, mut index) = open_temp();
+        for n in 0..60 {
+            index.insert_run(&new_run(n, at(i64::from(n)))).unwrap();
+        }
+        // Same start time: ties go by id, descending.
+        index.insert_run(&new_run(100, at(59))).unwrap();
+        let all = history(&index, HistoryFilter::default());
+        assert_eq!(all.len(), 50, "0 means the default limit");
+        assert_eq!(all[..3], [id(100), id(59), id(58)]);
+        let three = HistoryFilter {
+            limit: 3,
+            ..HistoryFilter::default()
+        };
+        assert_eq!(history(&index, three), [id(100), id(59), id(58)]);
+        let many = HistoryFilter {
+            limit: 1000,
+            ..HistoryFilter::default()
+        };
+        assert_eq!(history(&index, many).len(), 61);
+    }
+
+    #[test]
+    fn history_filters_by_time() {
+        let (_dir, mut index) = open_temp();
+        varied(&mut index);
+        let since = HistoryFilter {
+            since: Some(at(4 * 60)),
+            ..HistoryFilter::default()
+        };
+        assert_eq!(history(&index, since), [id(6), id(5), id(4)]);
+        let until = HistoryFilter {
+            until: Some(at(2 * 60)),
+            ..HistoryFilter::default()
+        };
+        assert_eq!(history(&index, until), [id(2), id(1)]);
+        let between = HistoryFilter {
+            since: Some(at(2 * 60 + 1)),
+            until: Some(at(5 * 60 - 1)),
+            ..HistoryFilter::default()
+        };
+        assert_eq!(history(&index, between), [id(4), id(3)]);
+    }
+
+    #[test]
+    fn history_filters_by_status() {
+        let (_dir, mut index) = open_temp();
+        varied(&mut index);
+        let status = |s| HistoryFilter {
+            status: Some(s),
+            ..HistoryFilter::default()
+        };
+        assert_eq!(
+            history(&index, status(StatusFilter::Failed)),
+            [id(6), id(3), id(2)]
+        );
+        assert_eq!(
+            history(&index, status(StatusFilter::Is(RunStatus::Exited))),
+            [id(5), id(2), id(1)]
+        );
+        assert_eq!(
+            history(&index, status(StatusFilter::Is(RunStatus::Running))),
+            [id(4)]
+        );
+        assert!(history(&index, status(StatusFilter::Is(RunStatus::Killed))).is_empty());
+        let failed_since = HistoryFilter {
+            since: Some(at(3 * 60)),
+            ..status(StatusFilter::Failed)
+        };
+        assert_eq!(history(&index, failed_since), [id(6), id(3)]);
+    }
+
+    #[test]
+    fn history_filters_by_command_and_tags() {
+        let (_dir, mut index) = open_temp();
+        varied(&mut index);
+        let command = |text: &str| HistoryFilter {
+            command_contains: Some(text.into()),
+            ..HistoryFilter::default()
+        };
+        assert_eq!(history(&index, command("cargo")), [id(6), id(3)]);
+        assert_eq!(history(&index, command("npm t")).len(), 4);
+        assert!(history(&index, command("NPM")).is_empty(), "case-sensitive");
+        assert!(history(&index, command("%")).is_empty(), "no wildcards");
+
+        let tags = |pairs: &[(&str, &str)]| HistoryFilter {
+            tags: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..HistoryFilter::default()
+        };
+        assert_eq!(
+            history(&index, tags(&[("session", "s1")])),
+            [id(5), id(3), id(1)]
+        );
+        assert_eq!(
+            history(&index, tags(&[("agent", "claude"), ("session", "s0")])),
+            [id(6), id(4), id(2)]
+        );
+        assert!(history(&index, tags(&[("session", "s2")])).is_empty());
+        assert!(history(&index, tags(&[("agent", "s1")])).is_empty());
+        let everything = HistoryFilter {
+            since: Some(at(2 * 60)),
+            until: Some(at(6 * 60)),
+            status: Some(StatusFilter::Failed),
+            command_contains: Some("test".into()),
+            limit: 1,
+            ..tags(&[("session", "s0"), ("agent", "claude")])
+        };
+        assert_eq!(history(&index, everything), [id(6)]);
+    }
+
+    /// The plans SQLite picks for history, one line per step.
+    fn plan(index: &Index, filter: &HistoryFilter) -> String {
+        let (sql, values) = history_query(filter);
+        let mut statement = index
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap();
+        let details = statement
+            .query_map(params_from_iter(values), |row| row.get::<_, String>(3))
+            .unwrap();
+        details.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+    }
+
+    #[test]
+    fn history_walks_indexes_and_never_sorts() {
+        let (_dir, mut index) = open_temp();
+        varied(&mut index);
+        let filters = [
+            HistoryFilter::default(),
+            HistoryFilter {
+                since: Some(at(0)),
+                ..HistoryFilter::default()
+            },
+            HistoryFilter {
+                since: Some(at(0)),
+                status: Some(StatusFilter::Failed),
+                ..HistoryFilter::default()
+            },
+            HistoryFilter {
+                status: Some(StatusFilter::Is(RunStatus::Killed)),
+                ..HistoryFilter::default()
+            },
+            HistoryFilter {
+                command_contains: Some("x".into()),
+                ..HistoryFilter::default()
+            },
+            HistoryFilter {
+                tags: vec![("a".into(), "b".into()), ("c".into(), "d".into())],
+                since: Some(at(0)),
+                ..HistoryFilter::default()
+            },
+        ];
+        for filter in &filters {
+            let plan = plan(&index, filter);
+            assert!(!plan.contains("TEMP B-TREE"), "sorts: {plan}");
+            assert!(plan.contains("USING"), "scans the table: {plan}");
+        }
+        let failed = plan(&index, &filters[2]);
+        assert!(failed.contains("runs_failed"), "{failed}");
+        let tagged = plan(&index, &filters[5]);
+        assert!(tagged.starts_with("SEARCH t USING"), "{tagged}");
+    }
+
+    #[test]
+    fn recovery_marks_every_daemon_run_and_the_runs_of_dead_writers() {
+        let (dir, mut index) = open_temp();
+        let spill = dir.path().join("live.log");
+        std::fs::write(&spill, b"partial output\n").unwrap();
+        let runs = [
+            // A daemon's run (it has a command pid): its daemon is dead, its spill is kept
+            // and measured.
+            NewRun {
+                owner_pid: 10,
+                spill_path: Some(spill.to_string_lossy().into_owned()),
+                ..new_run(1, at(0))
+            },
+            // A daemon's run, spill file gone; its owner's pid now belongs to a live process.
+            NewRun {
+                owner_pid: 20,
+                spill_path: Some(dir.path().join("gone.log").to_string_lossy().into_owned()),
+                ..new_run(2, at(1))
+            },
+            // A `spillway truncate` (no command pid) whose process, 20, is alive.
+            NewRun {
+                owner_pid: 20,
+                pid: None,
+                ..new_run(3, at(2))
+            },
+            // Finished long ago: not running, not touched.
+            NewRun {
+                owner_pid: 10,
+                ..new_run(4, at(3))
+            },
+            // A `spillway truncate` whose process, 10, is gone.
+            NewRun {
+                owner_pid: 10,
+                pid: None,
+                ..new_run(5, at(4))
+            },
+        ];
+        for run in &runs {
+            index.insert_run(run).unwrap();
+        }
+        index
+            .finish_run(&id(4), &end(RunStatus::Exited, Some(0), 0))
+            .unwrap();
+        let now = at(1000);
+        let last_alive = Some(at(600));
+        let recovered = index
+            .recover_interrupted(now, last_alive, |pid| pid == 20)
+            .unwrap();
+        assert_eq!(recovered, [id(1), id(2), id(5)]);
+
+        let one = index.get(&id(1)).unwrap().unwrap();
+        assert_eq!(one.status, RunStatus::Interrupted);
+        // Its spill was written after `now` (this test's clock is in the past): never later
+        // than now.
+        assert_eq!(one.ended_at, Some(now));
+        // Without a spill, it ended when its daemon was last known alive.
+        let five = index.get(&id(5)).unwrap().unwrap();
+        assert_eq!(five.ended_at, last_alive);
+        assert_eq!(one.spill_bytes, 15);
+        assert!(!one.spill_missing && !one.spill_complete);
+        assert!(spill.exists(), "the spill is kept");
+        let two = index.get(&id(2)).unwrap().unwrap();
+        assert_eq!(two.status, RunStatus::Interrupted);
+        assert!(two.spill_missing);
+        assert_eq!(
+            index.get(&id(3)).unwrap().unwrap().status,
+            RunStatus::Running
+        );
+        assert_eq!(
+            index.get(&id(4)).unwrap().unwrap().status,
+            RunStatus::Exited
+        );
+        // Interrupted runs are failures.
+        let failed = HistoryFilter {
+            status: Some(StatusFilter::Failed),
+            ..HistoryFilter::default()
+        };
+        assert_eq!(history(&index, failed), [id(5), id(2), id(1)]);
+        // Once its writer is gone, the truncate's run goes too; nothing is left.
+        assert!(index.recover_interrupted(now, None, |_| false).unwrap() == [id(3)]);
+        assert_eq!(
+            index.get(&id(3)).unwrap().unwrap().ended_at,
+            Some(at(2)),
+            "known alive only at its start"
+        );
+    }
+
+    #[test]
+    fn a_run_left_unfinished_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        let mut index = Index::open(&path).unwrap();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        drop(index);
+        let mut index = Index::open(&path).unwrap();
+        assert_eq!(
+            index.get(&id(1)).unwrap().unwrap().status,
+            RunStatus::Running
+        );
+        assert_eq!(
+            index.recover_interrupted(at(5), None, |_| false).unwrap(),
+            [id(1)]
+        );
+    }
+
+    const CRASH_DB: &str = "SPILLWAY_TEST_CRASH_DB";
+
+    /// Not a test by itself: the child process of the next test. It records a run, then dies by
+    /// SIGKILL in the middle of a big transaction whose pages have already spilled to the WAL.
+    #[test]
+    fn killed_mid_transaction_child() {
+        let Some(path) = std::env::var_os(CRASH_DB) else {
+            return;
+        };
+        let mut index = Index::open(Path::new(&path)).unwrap();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        index.conn.pragma_update(None, "cache_size", 10).unwrap();
+        let tx = index.conn.transaction().unwrap();
+        for n in 2..20_000 {
+            insert_row(&tx, &new_run(n, at(i64::from(n)))).unwrap();
+        }
+        nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL).unwrap();
+    }
+
+    #[test]
+    fn kill_9_mid_transaction_leaves_a_database_that_opens_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "storage::index::tests::killed_mid_transaction_child"])
+            .args(["--test-threads=1", "--quiet"])
+            .env(CRASH_DB, &path)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(status.signal(), Some(9), "the child was to die by SIGKILL");
+        let wal = dir.path().join(format!("{INDEX_FILE}-wal"));
+        assert!(
+            std::fs::metadata(wal).unwrap().len() > 0,
+            "the WAL holds the crash"
+        );
+
+        let mut index = Index::open(&path).unwrap();
+        let check: String = index
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+        let all = HistoryFilter {
+            limit: 100,
+            ..HistoryFilter::default()
+        };
+        assert_eq!(
+            history(&index, all),
+            [id(1)],
+            "committed kept, the rest gone"
+        );
+        assert_eq!(
+            index.recover_interrupted(at(9), None, |_| false).unwrap(),
+            [id(1)]
+        );
+    }
+
+    #[test]
+    fn stats_count_by_status_and_span() {
+        let (_dir, mut index) = open_temp();
+        let empty = index.stats().unwrap();
+        assert!(empty.runs_by_status.is_empty());
+        assert_eq!(
+            (empty.oldest, empty.newest, empty.spill_bytes),
+            (None, None, 0)
+        );
+        varied(&mut index);
+        index.mark_missing(&[id(1)]).unwrap();
+        let stats = index.stats().unwrap();
+        let expected: BTreeMap<String, u64> = [
+            ("exited", 3),
+            ("running", 1),
+            ("signaled", 1),
+            ("timed_out", 1),
+        ]
+        .into_iter()
+        .map(|(s, n)| (s.to_string(), n))
+        .collect();
+        assert_eq!(stats.runs_by_status, expected);
+        assert_eq!(
+            stats.spill_bytes, 40,
+            "4 finished spills of 10, one missing"
+        );
+        assert_eq!((stats.oldest, stats.newest), (Some(at(60)), Some(at(360))));
+        assert!(stats.database_bytes > 0);
+        let json = serde_json::to_value(&stats).unwrap();
+        assert_eq!(json["oldest"], "2026-01-01T00:01:00.000Z");
+    }
+
+    #[test]
+    fn the_index_can_move_between_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<Index>();
+    }
+}

@@ -1,0 +1,589 @@
+//! The data directory and the spill files in it.
+//!
+//! A spill file holds the whole normalised output of one command, so that a preview can drop
+//! lines without losing them. Spill files live in `<data-dir>/spills/`, are private to the user
+//! (0600 files in 0700 directories) and are named so that they sort by creation time and never
+//! collide, even between processes: `<UTC time to the microsecond>-<pid>-<counter>.log`, created
+//! with `O_EXCL`.
+//!
+//! Writing a spill never fails the caller: a [`SpillFile`] remembers the first write error (disk
+//! full, `EFBIG`), stops writing, and reports how far it got, so the preview can still be given
+//! and its notice can say the spill is incomplete and why.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+
+use crate::engine::normalise::count_newlines;
+use crate::engine::scanner::SharedScanner;
+use crate::storage::space;
+
+/// Environment variable naming the data directory.
+pub const DATA_DIR_ENV: &str = "SPILLWAY_DATA_DIR";
+
+/// Errors setting up the data directory or creating a spill file.
+#[derive(Debug, thiserror::Error)]
+pub enum SpillError {
+    #[error("cannot find a data directory: set {DATA_DIR_ENV}, XDG_STATE_HOME or HOME")]
+    NoDataDir,
+    #[error("cannot create directory {path}: {source}")]
+    CreateDir { path: PathBuf, source: io::Error },
+    #[error("{path} is not a directory")]
+    NotADirectory { path: PathBuf },
+    #[error("{path} is a symbolic link; refusing to follow it (use the directory it names)")]
+    Symlink { path: PathBuf },
+    #[error("{path} is owned by uid {owner}, not by this user (uid {me}); refusing to use it")]
+    ForeignOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error("cannot make {path} private (mode 0700): {source}")]
+    Chmod { path: PathBuf, source: io::Error },
+    #[error("cannot create spill file in {dir}: {source}")]
+    CreateFile { dir: PathBuf, source: io::Error },
+}
+
+/// The resolved, existing, private data directory.
+#[derive(Debug, Clone)]
+pub struct DataDir {
+    root: PathBuf,
+}
+
+impl DataDir {
+    /// Picks the data directory: `explicit` (from `--data-dir` or `SPILLWAY_DATA_DIR`), else
+    /// `$XDG_STATE_HOME/spillway`, else `~/.local/state/spillway`. Relative paths are made
+    /// absolute against the current directory, so spill paths printed to an agent are absolute.
+    pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, SpillError> {
+        let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let dir = match explicit {
+            Some(dir) => dir.to_path_buf(),
+            None => match non_empty("XDG_STATE_HOME") {
+                Some(state) => PathBuf::from(state).join("spillway"),
+                None => {
+                    let home = non_empty("HOME").ok_or(SpillError::NoDataDir)?;
+                    PathBuf::from(home).join(".local/state/spillway")
+                }
+            },
+        };
+        std::path::absolute(&dir).map_err(|source| SpillError::CreateDir { path: dir, source })
+    }
+
+    /// Names a data directory without touching the disk; [`DataDir::create_spill`] creates it
+    /// when a spill is first needed, so a bad directory costs the spill, never the preview.
+    pub fn at(root: &Path) -> DataDir {
+        DataDir {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// Creates (or checks) `root` and its `spills/` subdirectory, both 0700 and owned by us.
+    pub fn open(root: &Path) -> Result<DataDir, SpillError> {
+        let dir = DataDir::at(root);
+        dir.ensure()?;
+        Ok(dir)
+    }
+
+    fn ensure(&self) -> Result<(), SpillError> {
+        ensure_private_dir(&self.root)?;
+        ensure_private_dir(&self.spills_dir())
+    }
+
+    /// The data directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where spill files live.
+    pub fn spills_dir(&self) -> PathBuf {
+        self.root.join("spills")
+    }
+
+    /// Whether the spills are on the file system that holds the run index, so that filling
+    /// them would leave the index no room (see [`crate::storage::space`]); when in doubt, yes.
+    fn shares_the_index_disk(&self) -> bool {
+        match (fs::metadata(&self.root), fs::metadata(self.spills_dir())) {
+            (Ok(root), Ok(spills)) => root.dev() == spills.dev(),
+            _ => true,
+        }
+    }
+
+    /// Creates a new, empty spill file with a unique, time-ordered name.
+    pub fn create_spill(&self) -> Result<SpillFile, SpillError> {
+        self.ensure()?;
+        let dir = self.spills_dir();
+        let floor = self.shares_the_index_disk().then(Floor::new);
+        loop {
+            let path = dir.join(format!("{}.log", new_stem()));
+            let opened = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path);
+            match opened {
+                Ok(file) => return Ok(SpillFile::new(path, file, floor)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(source) => return Err(SpillError::CreateFile { dir, source }),
+            }
+        }
+    }
+}
+
+/// A name stem that sorts by creation time and is unique across processes.
+fn new_stem() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let now = chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
+    let seq = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{now}-{}-{seq:06}", std::process::id())
+}
+
+/// Makes sure `path` is a real directory owned by us with mode 0700, creating it if needed.
+/// A directory someone else owns (or a symlink to one) is refused: spills may hold secrets.
+pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
+    // Said plainly; one put there after this check still fails the `is_dir` check below.
+    if fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return Err(SpillError::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|source| SpillError::CreateDir {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let meta = fs::symlink_metadata(path).map_err(|source| SpillError::CreateDir {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Err(SpillError::NotADirectory {
+            path: path.to_path_buf(),
+        });
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(SpillError::ForeignOwner {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    if meta.mode() & 0o777 != 0o700 {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(|source| {
+            SpillError::Chmod {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// A spill writer's watch on the free space of the disk it shares with the run index: the
+/// file stops growing (as if the disk were full) once less than [`space::LOW_SPACE`] is free.
+/// `statvfs` is asked again once as many bytes have been written as half the room there was,
+/// and at least every [`Floor::CHECK_EVERY`] bytes, so a disk with room costs a call per
+/// 4 MiB and a nearly full one a call per batch.
+#[derive(Debug)]
+struct Floor {
+    /// Bytes to write before the next look.
+    until_check: u64,
+}
+
+impl Floor {
+    const CHECK_EVERY: u64 = 4 << 20;
+
+    fn new() -> Floor {
+        Floor { until_check: 0 }
+    }
+
+    /// Whether `len` more bytes may go to `file`; if not, why not.
+    fn admit(&mut self, file: &File, len: usize) -> Result<(), String> {
+        let len = len as u64;
+        if len < self.until_check {
+            self.until_check -= len;
+            return Ok(());
+        }
+        // Unknown (an error asking) counts as room: the write itself will tell.
+        let Ok(free) = space::free_bytes_of(file) else {
+            return Ok(());
+        };
+        let room = free.saturating_sub(space::LOW_SPACE);
+        if room < len {
+            return Err(space::spill_floor_reached(free));
+        }
+        self.until_check = ((room - len) / 2).min(Self::CHECK_EVERY);
+        Ok(())
+    }
+}
+
+/// Bytes gathered before a batch goes to the writer thread. Small enough that 32 runs in
+/// flight with a lagging disk stay within a few MiB each; large enough that bulk output costs
+/// few syscalls.
+const BATCH_BYTES: usize = 128 * 1024;
+/// Batches queued for the writer at most; beyond that `write` waits, so memory stays bounded.
+const BATCHES_IN_FLIGHT: usize = 3;
+
+/// An open spill file that records, rather than returns, its first write error.
+///
+/// Writes go to a thread of their own in batches: copying into the page cache costs as much as
+/// everything else capture does, so on two cores overlapping the two nearly halves the time,
+/// and a slow disk never stalls the caller for more than the queue's depth.
+#[derive(Debug)]
+pub struct SpillFile {
+    path: PathBuf,
+    batch: String,
+    /// Newlines in `batch`.
+    batch_newlines: u64,
+    queue: Option<SyncSender<Batch>>,
+    spare: Receiver<String>,
+    writer: Option<JoinHandle<()>>,
+    shared: Arc<(Mutex<Progress>, Condvar)>,
+    /// Bytes handed to `write` so far.
+    accepted: u64,
+    /// The writer's progress as of the last `flush`.
+    seen: Progress,
+    /// Scans what is written from now on for highlights, on the writer's thread.
+    scanner: Option<SharedScanner>,
+    /// Set once the file has reached its cap: later text goes to the scanner only.
+    closed: bool,
+}
+
+/// Text on its way to the file (unless `scan_only`), and who scans it there. Text, not bytes:
+/// the scanner needs `str`, and checking the UTF-8 again would cost as much as the scan.
+struct Batch {
+    text: String,
+    /// Newlines in `text`, counted by the capture already: the scanner needs the count.
+    newlines: u64,
+    scan_only: bool,
+    scanner: Option<SharedScanner>,
+}
+
+/// What the writer thread has done.
+#[derive(Debug, Clone, Default)]
+struct Progress {
+    /// Bytes the writer has dealt with: written, only scanned (past the cap), or dropped
+    /// after a failure.
+    handled: u64,
+    /// Bytes really in the file.
+    written: u64,
+    error: Option<String>,
+}
+
+impl SpillFile {
+    fn new(path: PathBuf, file: File, floor: Option<Floor>) -> SpillFile {
+        let (queue, batches) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+        let (give_back, spare) = mpsc::channel();
+        let shared = Arc::new((Mutex::new(Progress::default()), Condvar::new()));
+        let progress = Arc::clone(&shared);
+        let spawned = thread::Builder::new()
+            .name("spill-writer".into())
+            .spawn(move || write_batches(file, floor, &batches, &give_back, &progress));
+        let (writer, seen) = match spawned {
+            Ok(handle) => (Some(handle), Progress::default()),
+            Err(e) => (
+                None,
+                Progress {
+                    error: Some(format!("cannot start the spill writer thread: {e}")),
+                    ..Progress::default()
+                },
+            ),
+        };
+        SpillFile {
+            path,
+            batch: String::with_capacity(BATCH_BYTES),
+            batch_newlines: 0,
+            queue: writer.is_some().then_some(queue),
+            spare,
+            writer,
+            shared,
+            accepted: 0,
+            seen,
+            scanner: None,
+            closed: false,
+        }
+    }
+
+    /// Has `scanner` look for highlights in the bytes written from now on (the writer thread
+    /// scans each batch once it is in the file); `None` stops that.
+    pub fn scan_with(&mut self, scanner: Option<SharedScanner>) {
+        self.send_batch();
+        self.scanner = scanner;
+    }
+
+    /// Appends `text`, which holds `newlines` newlines (the scanner needs the count, and the
+    /// capture has it); after the first failure, or once closed, the text is dropped (but
+    /// still scanned).
+    pub fn write(&mut self, text: &str, newlines: u64) {
+        if self.unwanted() {
+            return;
+        }
+        self.accepted += text.len() as u64;
+        self.batch.push_str(text);
+        self.batch_newlines += newlines;
+        if self.batch.len() >= BATCH_BYTES {
+            self.send_batch();
+        }
+    }
+
+    /// Appends the first `keep` bytes of `text` (a char boundary) and closes the file: it has
+    /// reached its cap, and it takes no more (the rest of `text`, and what comes later, is
+    /// only scanned).
+    pub fn write_and_close(&mut self, text: &str, keep: usize, newlines: u64) {
+        if self.closed {
+            return self.write(text, newlines);
+        }
+        let (kept, rest) = text.split_at(keep);
+        let kept_newlines = count_newlines(kept);
+        self.write(kept, kept_newlines);
+        self.send_batch();
+        self.closed = true;
+        self.write(rest, newlines - kept_newlines);
+    }
+
+    /// Appends `text`, which holds `newlines` newlines, handing the buffer itself to the
+    /// writer when it is big enough to be a batch on its own (no copy), and returns an empty
+    /// buffer for the caller to reuse.
+    pub fn write_owned(&mut self, mut text: String, newlines: u64) -> String {
+        if self.unwanted() || !self.batch.is_empty() || text.len() < BATCH_BYTES / 4 {
+            self.write(&text, newlines);
+            text.clear();
+            return text;
+        }
+        self.accepted += text.len() as u64;
+        let spare = self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| String::with_capacity(text.capacity()));
+        self.dispatch(text, newlines);
+        spare
+    }
+
+    /// Whether text written now goes nowhere: the file is closed and nobody scans.
+    fn unwanted(&self) -> bool {
+        self.closed && self.scanner.is_none()
+    }
+
+    /// Hands the bytes gathered so far to the writer without waiting for a full batch: a
+    /// reader about to block calls this, so the file trails the command by moments, not by a
+    /// batch (a daemon killed with -9 then loses nothing it had read).
+    pub fn hand_off(&mut self) {
+        self.send_batch();
+    }
+
+    fn send_batch(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let next = self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| String::with_capacity(BATCH_BYTES));
+        let full = std::mem::replace(&mut self.batch, next);
+        let newlines = std::mem::take(&mut self.batch_newlines);
+        self.dispatch(full, newlines);
+    }
+
+    /// Queues `text` for the writer. Without a writer (it could not start) the text is
+    /// dropped, the error says why, and it is scanned here so no highlight is lost.
+    fn dispatch(&self, text: String, newlines: u64) {
+        let scanner = self.scanner.clone();
+        match &self.queue {
+            Some(queue) => {
+                let scan_only = self.closed;
+                let _ = queue.send(Batch {
+                    text,
+                    newlines,
+                    scan_only,
+                    scanner,
+                });
+            }
+            None => {
+                if let Some(scanner) = scanner {
+                    scanner.write(&text, newlines);
+                }
+            }
+        }
+    }
+
+    /// Waits until everything written so far is in the file (or has failed), and updates
+    /// [`SpillFile::written`] and [`SpillFile::error`].
+    pub fn flush(&mut self) {
+        self.send_batch();
+        let (lock, wake) = &*self.shared;
+        let mut progress = lock.lock().unwrap_or_else(|e| e.into_inner());
+        while progress.handled < self.accepted && self.writer.is_some() {
+            progress = wake.wait(progress).unwrap_or_else(|e| e.into_inner());
+        }
+        self.seen = progress.clone();
+    }
+
+    /// The spill file's absolute path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes in the file as of the last [`SpillFile::flush`].
+    pub fn written(&self) -> u64 {
+        self.seen.written
+    }
+
+    /// Why the spill stopped being written, as of the last [`SpillFile::flush`].
+    pub fn error(&self) -> Option<&str> {
+        self.seen.error.as_deref()
+    }
+}
+
+impl Drop for SpillFile {
+    fn drop(&mut self) {
+        self.send_batch();
+        self.queue = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// The writer thread: writes batches until the queue closes, stops writing at the first error
+/// or at the disk's floor (but keeps draining, and scanning, so the sender never blocks and no
+/// highlight is lost), and reports progress after each batch, once it is scanned.
+fn write_batches(
+    file: File,
+    mut floor: Option<Floor>,
+    batches: &Receiver<Batch>,
+    give_back: &mpsc::Sender<String>,
+    shared: &(Mutex<Progress>, Condvar),
+) {
+    let mut file = Some(file);
+    for batch in batches {
+        let Batch {
+            mut text,
+            newlines,
+            scan_only,
+            scanner,
+        } = batch;
+        let result = match file.as_mut() {
+            Some(f) if !scan_only => Some(match floor.as_mut().map(|fl| fl.admit(f, text.len())) {
+                Some(Err(why)) => Err(why),
+                _ => f.write_all(text.as_bytes()).map_err(|e| e.to_string()),
+            }),
+            _ => None,
+        };
+        if let Some(scanner) = scanner {
+            scanner.write(&text, newlines);
+        }
+        let (lock, wake) = shared;
+        let mut progress = lock.lock().unwrap_or_else(|e| e.into_inner());
+        progress.handled += text.len() as u64;
+        match result {
+            Some(Ok(())) => progress.written += text.len() as u64,
+            Some(Err(e)) => {
+                // Part of the batch may have landed: report what is really on disk.
+                if let Some(len) = file.take().and_then(|f| f.metadata().ok()).map(|m| m.len()) {
+                    progress.written = len;
+                }
+                progress.error = Some(e);
+            }
+            None => {}
+        }
+        drop(progress);
+        wake.notify_all();
+        text.clear();
+        let _ = give_back.send(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().mode() & 0o777
+    }
+
+    #[test]
+    fn creates_private_dirs_and_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("a/b");
+        let dir = DataDir::open(&root).unwrap();
+        assert_eq!(mode(&root), 0o700);
+        assert_eq!(mode(&dir.spills_dir()), 0o700);
+        let mut spill = dir.create_spill().unwrap();
+        spill.write("hello\n", 1);
+        spill.flush();
+        assert_eq!(mode(spill.path()), 0o600);
+        assert_eq!(fs::read(spill.path()).unwrap(), b"hello\n");
+        assert_eq!(spill.written(), 6);
+        assert!(spill.path().is_absolute());
+    }
+
+    #[test]
+    fn mixed_small_and_handed_over_writes_keep_their_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let mut spill = dir.create_spill().unwrap();
+        let mut expected = String::new();
+        let mut buf = String::new();
+        for i in 0..40u8 {
+            let small = char::from(b'a' + i % 26)
+                .to_string()
+                .repeat(1000 + usize::from(i));
+            spill.write(&small, 0);
+            expected.push_str(&small);
+            buf.extend(std::iter::repeat_n(
+                char::from(b'0' + i % 10),
+                BATCH_BYTES / 2 + usize::from(i),
+            ));
+            expected.push_str(&buf);
+            buf = spill.write_owned(buf, 0);
+            assert!(buf.is_empty(), "the returned buffer is empty, for reuse");
+        }
+        spill.flush();
+        assert_eq!(spill.written(), expected.len() as u64);
+        assert_eq!(spill.error(), None);
+        assert_eq!(fs::read_to_string(spill.path()).unwrap(), expected);
+    }
+
+    #[test]
+    fn tightens_an_existing_open_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("d");
+        fs::create_dir(&root).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+        DataDir::open(&root).unwrap();
+        assert_eq!(mode(&root), 0o700);
+    }
+
+    #[test]
+    fn refuses_a_file_where_the_directory_should_be() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("f");
+        fs::write(&root, "x").unwrap();
+        assert!(DataDir::open(&root).is_err());
+    }
+
+    #[test]
+    fn names_are_unique_and_sort_by_creation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let paths: Vec<PathBuf> = (0..50)
+            .map(|_| dir.create_spill().unwrap().path().to_path_buf())
+            .collect();
+        let mut sorted = paths.clone();
+        sorted.sort();
+        sorted.dedup();
+        // Unique, and already in creation order: time first, then the counter.
+        assert_eq!(sorted, paths);
+    }
+
+    #[test]
+    fn relative_data_dir_becomes_absolute() {
+        let p = DataDir::locate(Some(Path::new("rel/dir"))).unwrap();
+        assert!(p.is_absolute());
+        assert!(p.ends_with("rel/dir"));
+    }
+}
