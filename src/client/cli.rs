@@ -14,28 +14,27 @@ use chrono::{DateTime, Utc};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use crate::client::Connection;
+use crate::client::args::{
+    EndpointArgs, OutputArgs, RedactFlag, ResourceArgs, UntilArgs, parse_cores, parse_duration,
+    parse_key_value, parse_limit_size, parse_size, parse_spill_cap, parse_when,
+};
+use crate::client::exit::{EXIT_FAILURE, print_exit};
 use crate::client::live_cli::{self, LiveRunArgs};
 use crate::client::ops;
-use crate::client::{Connection, Endpoint};
-use crate::config::{SOCKET_ENV, socket_path};
 use crate::engine::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::preview::CliSteps;
 use crate::engine::redact::Redactor;
 use crate::protocol::{
-    Direction, Event, ExitEvent, GrepRequest, HistoryRequest, Preview, PurgeRequest, Request,
-    RunId, RunRequest, RunStatus, ShowRequest, StatusFilter,
+    Direction, Event, GrepRequest, HistoryRequest, Preview, PurgeRequest, Request, RunId,
+    RunRequest, RunStatus, ShowRequest, StatusFilter,
 };
 use crate::storage::index::{INDEX_FILE, Index, NewRun, RunEnd};
 use crate::storage::purge::PurgePolicy;
 use crate::storage::read::{self, ReadRequest};
 use crate::storage::spill::{DATA_DIR_ENV, DataDir};
-
-/// Exit code for spillway's own failures (bad flags, unreadable input), as `timeout(1)` uses.
-const EXIT_FAILURE: u8 = 125;
-/// Exit code of a run that timed out, as `timeout(1)` uses.
-const EXIT_TIMED_OUT: u8 = 124;
 
 /// Size of each read from standard input.
 const READ_CHUNK: usize = 256 * 1024;
@@ -200,37 +199,6 @@ struct PurgeArgs {
     output: OutputArgs,
 }
 
-/// Where the daemon is, and how to print its answer.
-#[derive(Debug, Args)]
-pub(crate) struct OutputArgs {
-    /// Print the daemon's answer as JSON.
-    #[arg(long)]
-    pub(crate) json: bool,
-    #[command(flatten)]
-    pub(crate) endpoint: EndpointArgs,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct EndpointArgs {
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/spillway/spillway.sock, else
-    /// <data-dir>/spillway.sock].
-    #[arg(long, env = SOCKET_ENV, value_name = "PATH")]
-    socket: Option<PathBuf>,
-    /// Where spill files go [default: $XDG_STATE_HOME/spillway, else ~/.local/state/spillway].
-    #[arg(long, env = DATA_DIR_ENV, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-}
-
-impl EndpointArgs {
-    pub(crate) fn resolve(&self) -> Result<Endpoint> {
-        let data_dir = DataDir::locate(self.data_dir.as_deref())?;
-        Ok(Endpoint {
-            socket: socket_path(self.socket.as_deref(), &data_dir),
-            data_dir,
-        })
-    }
-}
-
 #[derive(Debug, Args)]
 struct RunArgs {
     #[command(flatten)]
@@ -304,76 +272,6 @@ struct RunArgs {
     command: Vec<String>,
 }
 
-/// `--no-redact`, on every command whose text a model may read.
-#[derive(Debug, Clone, Copy, Args)]
-pub(crate) struct RedactFlag {
-    /// Show credentials as they are. By default text that may reach a model has them replaced
-    /// by `[redacted: KIND]` (the spill file always keeps the original).
-    #[arg(long)]
-    pub(crate) no_redact: bool,
-}
-
-/// When a run that starts a server is ready (`--yield` returns then, with exit code 75).
-#[derive(Debug, Clone, Args)]
-pub(crate) struct UntilArgs {
-    /// Return as soon as a line of output matches this regular expression (exit code 75;
-    /// the command goes on).
-    #[arg(long, value_name = "REGEX", conflicts_with = "follow")]
-    pub(crate) until: Option<String>,
-    /// Return as soon as this TCP port accepts a connection on localhost (exit code 75; the
-    /// command goes on).
-    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..), conflicts_with = "follow")]
-    pub(crate) until_port: Option<u16>,
-}
-
-impl UntilArgs {
-    pub(crate) fn is_set(&self) -> bool {
-        self.until.is_some() || self.until_port.is_some()
-    }
-}
-
-/// Resource limits for the whole run (cgroups; see the README for what holds where).
-#[derive(Debug, Clone, Args)]
-struct ResourceArgs {
-    /// Most memory for the whole run (e.g. 512MiB); past it the kernel's OOM killer ends a
-    /// process of the run [default: the daemon's --memory].
-    #[arg(long, value_name = "SIZE", value_parser = parse_limit_size)]
-    memory: Option<u64>,
-    /// Most processes and threads at once in the run; past it fork fails [default: the
-    /// daemon's --pids].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pids: Option<u64>,
-    /// CPU time for the whole run, in cores (e.g. 0.5 or 2) [default: the daemon's --cpu].
-    #[arg(long, value_name = "CORES", value_parser = parse_cores)]
-    cpu: Option<f64>,
-}
-
-impl ResourceArgs {
-    fn resources(&self) -> crate::supervisor::limits::Resources {
-        crate::supervisor::limits::Resources {
-            memory: self.memory,
-            pids: self.pids,
-            cpu: self.cpu,
-        }
-    }
-}
-
-fn parse_limit_size(text: &str) -> Result<u64, String> {
-    match parse_size(text)? {
-        0 => Err("a memory limit must be at least 1 byte".into()),
-        size => Ok(size),
-    }
-}
-
-fn parse_cores(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(cores) if cores.is_finite() && cores > 0.0 => Ok(cores),
-        _ => Err(format!(
-            "expected a positive number of cores such as 0.5 or 2, got {text:?}"
-        )),
-    }
-}
-
 #[derive(Debug, Args)]
 struct DaemonArgs {
     #[command(flatten)]
@@ -424,45 +322,6 @@ struct DaemonArgs {
     /// Default CPU limit of a run, in cores [default: none].
     #[arg(long = "cpu", env = "SPILLWAY_CPU", value_name = "CORES", value_parser = parse_cores)]
     cpu: Option<f64>,
-}
-
-fn parse_spill_cap(text: &str) -> Result<u64, String> {
-    match parse_size(text)? {
-        0 => Err("the spill cap must be at least 1 byte".into()),
-        size => Ok(size),
-    }
-}
-
-fn parse_size(text: &str) -> Result<u64, String> {
-    text.parse::<bytesize::ByteSize>()
-        .map(|size| size.as_u64())
-        .map_err(|e| format!("{e} (expected a size such as 10GiB or 500MB)"))
-}
-
-/// A moment given as a duration ago (`2h`) or an RFC 3339 time.
-pub(crate) fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
-    if let Ok(ago) = humantime::parse_duration(text) {
-        let ago = chrono::Duration::from_std(ago).map_err(|e| e.to_string())?;
-        return Ok(Utc::now() - ago);
-    }
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| {
-            format!("expected a duration ago (90s, 2h, 7d) or an RFC 3339 time, got {text:?}")
-        })
-}
-
-/// Durations in human form: `90s`, `10m`, `2h`, `7d`.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("{e} (expected a duration such as 90s, 10m, 2h or 7d)"))
-}
-
-pub(crate) fn parse_key_value(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
-        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
-    }
 }
 
 #[derive(Debug, Args)]
@@ -753,68 +612,6 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             }
             _ => continue,
         }
-    }
-}
-
-/// Prints a finished run as an agent should see it and turns its status into an exit code.
-pub(crate) fn print_exit(exit: &ExitEvent, json: bool) -> Result<ExitCode> {
-    let mut out = io::stdout().lock();
-    if json {
-        serde_json::to_writer(&mut out, &Event::Exit(Box::new(exit.clone())))?;
-        out.write_all(b"\n")?;
-    } else {
-        out.write_all(exit.preview.content.as_bytes())?;
-    }
-    out.flush()?;
-    if let Some(status) = status_line(exit) {
-        eprintln!("{status}");
-    }
-    Ok(ExitCode::from(exit_code(exit)))
-}
-
-fn signal_name(signal: i32) -> String {
-    nix::sys::signal::Signal::try_from(signal).map_or_else(
-        |_| format!("signal {signal}"),
-        |s| format!("signal {signal} ({})", s.as_str()),
-    )
-}
-
-/// A one-line account of how the command ended, when it did not simply succeed.
-pub(crate) fn status_line(exit: &ExitEvent) -> Option<String> {
-    let how = match (exit.status, exit.exit_code, exit.signal) {
-        (RunStatus::Exited, Some(0), _) => return None,
-        (RunStatus::TimedOut, _, _) => format!(
-            "timed out after {:.1}s; its process group was killed",
-            exit.duration_ms as f64 / 1000.0
-        ),
-        (RunStatus::Killed, _, Some(signal)) => format!("was stopped by {}", signal_name(signal)),
-        (_, _, Some(signal)) => format!("was killed by {}", signal_name(signal)),
-        (_, Some(code), None) => format!("exited with code {code}"),
-        (status, None, None) => format!("ended: {}", status.as_str()),
-    };
-    let memory = exit.limits_hit.iter().find(|h| h.resource == "memory");
-    let how = match memory {
-        Some(hit) => format!(
-            "{how}: it reached its memory limit of {} and the kernel's OOM killer ended {}",
-            crate::supervisor::limits::human_bytes(hit.limit),
-            if hit.events == 1 {
-                "a process".to_string()
-            } else {
-                format!("{} processes", hit.events)
-            }
-        ),
-        None => how,
-    };
-    Some(format!("[spillway: run {} {how}]", exit.id))
-}
-
-/// The exit code `spillway run` passes on, as `timeout(1)` does.
-pub(crate) fn exit_code(exit: &ExitEvent) -> u8 {
-    match (exit.status, exit.exit_code, exit.signal) {
-        (RunStatus::TimedOut, _, _) => EXIT_TIMED_OUT,
-        (_, _, Some(signal)) => 128u8.saturating_add(u8::try_from(signal).unwrap_or(127)),
-        (_, Some(code), None) => u8::try_from(code & 0xff).unwrap_or(1),
-        (_, None, None) => EXIT_FAILURE,
     }
 }
 

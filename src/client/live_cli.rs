@@ -12,9 +12,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::client::Connection;
-use crate::client::cli::{
-    OutputArgs, RedactFlag, exit_code, parse_duration, print_exit, status_line,
-};
+use crate::client::args::{OutputArgs, RedactFlag, parse_duration};
+use crate::client::exit::{exit_code, print_exit, status_line};
 use crate::client::ops::{ask, command_table, print_json, unexpected};
 use crate::protocol::{
     Event, ExitEvent, FollowRequest, KillRequest, KillSignal, LiveRun, PsRequest, Request, RunId,
@@ -139,7 +138,7 @@ pub struct FollowArgs {
 #[derive(Debug, Args)]
 pub struct PsArgs {
     /// Only runs with this tag (repeatable).
-    #[arg(long = "tag", value_name = "K=V", value_parser = crate::client::cli::parse_key_value)]
+    #[arg(long = "tag", value_name = "K=V", value_parser = crate::client::args::parse_key_value)]
     tags: Vec<(String, String)>,
     #[command(flatten)]
     output: OutputArgs,

@@ -3,8 +3,10 @@
 //! (`live_cli` its live-run commands, `ops` the operator's); `mcp` serves the same as MCP
 //! tools; `hook` is the program an agent host's pre-tool hook runs, and `init` installs it.
 
+mod args;
 pub mod cli;
 mod connection;
+mod exit;
 pub mod hook;
 pub mod init;
 pub mod live_cli;

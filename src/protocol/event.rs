@@ -5,49 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::preview::Preview;
-use super::record::{GrepResult, IndexStats, PurgeReport, RunRecord};
+use super::record::{GrepResult, IndexStats, PurgeReport, RunRecord, RunStatus};
 use super::run_id::RunId;
-
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Still going (only in the index and in live views).
-    Running,
-    /// Exited by itself; see `exit_code`.
-    Exited,
-    /// Killed by a signal it did not get from spillway; see `signal`.
-    Signaled,
-    /// Killed by spillway after its timeout.
-    TimedOut,
-    /// Killed on request, or by the daemon shutting down.
-    Killed,
-    /// The daemon died while it ran (found at the next start).
-    Interrupted,
-}
-
-impl RunStatus {
-    /// Every status, to map a stored or typed name back.
-    pub const ALL: [RunStatus; 6] = [
-        RunStatus::Running,
-        RunStatus::Exited,
-        RunStatus::Signaled,
-        RunStatus::TimedOut,
-        RunStatus::Killed,
-        RunStatus::Interrupted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Exited => "exited",
-            RunStatus::Signaled => "signaled",
-            RunStatus::TimedOut => "timed_out",
-            RunStatus::Killed => "killed",
-            RunStatus::Interrupted => "interrupted",
-        }
-    }
-}
 
 /// What the daemon sends back: one JSON object per line, tagged by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::event::RunStatus;
 use super::run_id::RunId;
 use super::time::{rfc3339, rfc3339_opt};
 
@@ -124,4 +123,45 @@ pub struct GrepResult {
     pub limit_hit: bool,
     /// Some reported line was cut at [`MAX_LINE_CHARS`].
     pub lines_cut: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still going (only in the index and in live views).
+    Running,
+    /// Exited by itself; see `exit_code`.
+    Exited,
+    /// Killed by a signal it did not get from spillway; see `signal`.
+    Signaled,
+    /// Killed by spillway after its timeout.
+    TimedOut,
+    /// Killed on request, or by the daemon shutting down.
+    Killed,
+    /// The daemon died while it ran (found at the next start).
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Every status, to map a stored or typed name back.
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Running,
+        RunStatus::Exited,
+        RunStatus::Signaled,
+        RunStatus::TimedOut,
+        RunStatus::Killed,
+        RunStatus::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Exited => "exited",
+            RunStatus::Signaled => "signaled",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Killed => "killed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
 }

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::event::RunStatus;
 use super::preview::Direction;
+use super::record::RunStatus;
 use super::run_id::RunId;
 use super::time::rfc3339_opt;
 

@@ -1805,7 +1805,10 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(INDEX_FILE);
         let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "storage::index::tests::killed_mid_transaction_child"])
+            .args([
+                "--exact",
+                "storage::index::tests::killed_mid_transaction_child",
+            ])
             .args(["--test-threads=1", "--quiet"])
             .env(CRASH_DB, &path)
             .stdout(std::process::Stdio::null())

@@ -238,7 +238,7 @@ fn history_request(p: HistoryParams) -> Result<HistoryRequest, String> {
     let since = p
         .since
         .as_deref()
-        .map(crate::client::cli::parse_when)
+        .map(crate::client::args::parse_when)
         .transpose()?;
     let status = p.status.as_deref().map(str::parse).transpose()?;
     Ok(HistoryRequest {

@@ -1,0 +1,153 @@
+//! Flags and values that several client commands share (the CLI's, the live-run commands',
+//! the MCP server's), parsed once here so that none of them imports another for them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+use clap::Args;
+
+use crate::client::Endpoint;
+use crate::config::{SOCKET_ENV, socket_path};
+use crate::storage::spill::{DATA_DIR_ENV, DataDir};
+
+/// Where the daemon is, and how to print its answer.
+#[derive(Debug, Args)]
+pub(crate) struct OutputArgs {
+    /// Print the daemon's answer as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) endpoint: EndpointArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EndpointArgs {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/spillway/spillway.sock, else
+    /// <data-dir>/spillway.sock].
+    #[arg(long, env = SOCKET_ENV, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Where spill files go [default: $XDG_STATE_HOME/spillway, else ~/.local/state/spillway].
+    #[arg(long, env = DATA_DIR_ENV, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+impl EndpointArgs {
+    pub(crate) fn resolve(&self) -> Result<Endpoint> {
+        let data_dir = DataDir::locate(self.data_dir.as_deref())?;
+        Ok(Endpoint {
+            socket: socket_path(self.socket.as_deref(), &data_dir),
+            data_dir,
+        })
+    }
+}
+
+/// `--no-redact`, on every command whose text a model may read.
+#[derive(Debug, Clone, Copy, Args)]
+pub(crate) struct RedactFlag {
+    /// Show credentials as they are. By default text that may reach a model has them replaced
+    /// by `[redacted: KIND]` (the spill file always keeps the original).
+    #[arg(long)]
+    pub(crate) no_redact: bool,
+}
+
+/// When a run that starts a server is ready (`--yield` returns then, with exit code 75).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct UntilArgs {
+    /// Return as soon as a line of output matches this regular expression (exit code 75;
+    /// the command goes on).
+    #[arg(long, value_name = "REGEX", conflicts_with = "follow")]
+    pub(crate) until: Option<String>,
+    /// Return as soon as this TCP port accepts a connection on localhost (exit code 75; the
+    /// command goes on).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..), conflicts_with = "follow")]
+    pub(crate) until_port: Option<u16>,
+}
+
+impl UntilArgs {
+    pub(crate) fn is_set(&self) -> bool {
+        self.until.is_some() || self.until_port.is_some()
+    }
+}
+
+/// Resource limits for the whole run (cgroups; see the README for what holds where).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ResourceArgs {
+    /// Most memory for the whole run (e.g. 512MiB); past it the kernel's OOM killer ends a
+    /// process of the run [default: the daemon's --memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_limit_size)]
+    pub(crate) memory: Option<u64>,
+    /// Most processes and threads at once in the run; past it fork fails [default: the
+    /// daemon's --pids].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) pids: Option<u64>,
+    /// CPU time for the whole run, in cores (e.g. 0.5 or 2) [default: the daemon's --cpu].
+    #[arg(long, value_name = "CORES", value_parser = parse_cores)]
+    pub(crate) cpu: Option<f64>,
+}
+
+impl ResourceArgs {
+    pub(crate) fn resources(&self) -> crate::supervisor::limits::Resources {
+        crate::supervisor::limits::Resources {
+            memory: self.memory,
+            pids: self.pids,
+            cpu: self.cpu,
+        }
+    }
+}
+
+pub(crate) fn parse_limit_size(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        0 => Err("a memory limit must be at least 1 byte".into()),
+        size => Ok(size),
+    }
+}
+
+pub(crate) fn parse_cores(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(cores) if cores.is_finite() && cores > 0.0 => Ok(cores),
+        _ => Err(format!(
+            "expected a positive number of cores such as 0.5 or 2, got {text:?}"
+        )),
+    }
+}
+
+pub(crate) fn parse_spill_cap(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        0 => Err("the spill cap must be at least 1 byte".into()),
+        size => Ok(size),
+    }
+}
+
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+    text.parse::<bytesize::ByteSize>()
+        .map(|size| size.as_u64())
+        .map_err(|e| format!("{e} (expected a size such as 10GiB or 500MB)"))
+}
+
+/// A moment given as a duration ago (`2h`) or an RFC 3339 time.
+pub(crate) fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(ago) = humantime::parse_duration(text) {
+        let ago = chrono::Duration::from_std(ago).map_err(|e| e.to_string())?;
+        return Ok(Utc::now() - ago);
+    }
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            format!("expected a duration ago (90s, 2h, 7d) or an RFC 3339 time, got {text:?}")
+        })
+}
+
+/// Durations in human form: `90s`, `10m`, `2h`, `7d`.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (expected a duration such as 90s, 10m, 2h or 7d)"))
+}
+
+pub(crate) fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
+}
