@@ -14,8 +14,8 @@ use std::path::Path;
 use spillway::engine::capture::{Capture, Limits, SpillPolicy};
 use spillway::engine::highlight::Patterns;
 use spillway::engine::normalise::{NormaliseOptions, Normaliser, normalise};
-use spillway::engine::preview::{CliSteps, NextStep};
-use spillway::protocol::{Direction, LimitKind, LineRange, Preview};
+use spillway::engine::preview::CliSteps;
+use spillway::protocol::{Direction, LimitKind, LineRange, NextStep, Preview};
 use spillway::protocol::{Event, Request, parse_request};
 use spillway::storage::spill::DataDir;
 

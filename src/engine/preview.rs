@@ -20,18 +20,11 @@ use crate::engine::redact::{Redactor, notice_line};
 mod needle_tests;
 mod pick;
 mod unfold;
-use crate::protocol::{Counts, Direction, LimitKind, LineRange, PartialLine, Preview};
+use crate::protocol::{
+    Counts, Direction, LimitKind, LineRange, NextStep, NextSteps, PartialLine, Preview,
+};
 use pick::{Highlight, choose_highlights};
 use unfold::{Room, open_folds};
-
-/// How a notice words the next step, so each front end can name the commands or tools its
-/// reader can actually call.
-pub trait NextStep {
-    /// How to read the spill from line `line` on.
-    fn read_from(&self, spill: &Path, line: u64) -> String;
-    /// How to search the whole spill for `pattern` (an extended regular expression).
-    fn search(&self, spill: &Path, pattern: &str) -> String;
-}
 
 /// The command-line wording: `spillway read` and `grep`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -49,25 +42,6 @@ impl NextStep for CliSteps {
     }
 }
 
-impl CliSteps {
-    /// The notice of `content` (a preview whose notice [`CliSteps`] worded for `spill`) with
-    /// its next steps worded by `to` instead.
-    ///
-    /// The daemon words every notice for the command line, and keeps finished runs' previews
-    /// as sent; a front end with other means (the MCP server's tools) rewords them on the way
-    /// out, so the daemon needs no per-client wording. This inverts [`CliSteps`] exactly:
-    /// each step is recognised by its full form with this spill's own path, and only inside
-    /// the notice (after the last empty line that starts `[spillway: `), so command output
-    /// that merely looks like a step is never changed.
-    pub fn reword(content: &str, spill: &Path, to: &dyn NextStep) -> String {
-        let Some(start) = content.rfind(NOTICE_START) else {
-            return content.to_string();
-        };
-        let (output, notice) = content.split_at(start);
-        format!("{output}{}", reword_steps(notice, spill, to))
-    }
-}
-
 /// What separates a preview's lines from its notice.
 const NOTICE_START: &str = "\n\n[spillway: ";
 
@@ -75,83 +49,6 @@ const NOTICE_START: &str = "\n\n[spillway: ";
 /// place, a partial line's size), not a line of output.
 fn is_marker(line: &str) -> bool {
     line.starts_with("[... ") || line.starts_with("[at line ")
-}
-
-/// How [`CliSteps::search`] starts.
-const SEARCH_START: &str = "grep -n -E '";
-
-/// Rewrites every step of `notice` that [`CliSteps`] would have written for `spill`.
-fn reword_steps(notice: &str, spill: &Path, to: &dyn NextStep) -> String {
-    let read_start = format!("spillway read {} --offset ", quote(spill));
-    let search_end = format!(" {}", quote(spill));
-    let mut out = String::with_capacity(notice.len());
-    let mut rest = notice;
-    loop {
-        let read_at = rest.find(&read_start);
-        let search_at = rest.find(SEARCH_START);
-        let (at, is_read) = match (read_at, search_at) {
-            (Some(r), Some(s)) if s < r => (s, false),
-            (Some(r), _) => (r, true),
-            (None, Some(s)) => (s, false),
-            (None, None) => break,
-        };
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        let parsed = if is_read {
-            parse_read(rest, &read_start).map(|(line, len)| (to.read_from(spill, line), len))
-        } else {
-            parse_search(rest, &search_end).map(|(pattern, len)| (to.search(spill, &pattern), len))
-        };
-        match parsed {
-            Some((step, len)) => {
-                out.push_str(&step);
-                rest = &rest[len..];
-            }
-            // Not a step after all: keep its first character and look further on.
-            None => {
-                let skip = rest.chars().next().map_or(1, char::len_utf8);
-                out.push_str(&rest[..skip]);
-                rest = &rest[skip..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// `spillway read PATH --offset N` at the start of `text`: N and the step's length.
-fn parse_read(text: &str, read_start: &str) -> Option<(u64, usize)> {
-    let digits = text[read_start.len()..]
-        .bytes()
-        .take_while(u8::is_ascii_digit)
-        .count();
-    let end = read_start.len() + digits;
-    text[read_start.len()..end]
-        .parse()
-        .ok()
-        .map(|line| (line, end))
-}
-
-/// `grep -n -E 'PATTERN' PATH` at the start of `text`: the pattern, unquoted, and the
-/// step's length.
-fn parse_search(text: &str, search_end: &str) -> Option<(String, usize)> {
-    let mut pattern = String::new();
-    let mut pos = SEARCH_START.len();
-    loop {
-        let quote_at = pos + text[pos..].find('\'')?;
-        pattern.push_str(&text[pos..quote_at]);
-        // `'\''` is how CliSteps writes a quote inside the pattern.
-        if text[quote_at..].starts_with(r"'\''") {
-            pattern.push('\'');
-            pos = quote_at + 4;
-        } else {
-            pos = quote_at + 1;
-            break;
-        }
-    }
-    text[pos..]
-        .starts_with(search_end)
-        .then(|| (pattern, pos + search_end.len()))
 }
 
 /// Quotes a path for a shell command line, only when it needs it.
@@ -317,6 +214,7 @@ impl Preview {
                 partial_line: None,
                 spill_capped: view.spill_capped,
                 redactions: Counts::new(),
+                next: None,
             };
         }
         let (max_lines, max_bytes) = (limits.max_lines(), limits.max_bytes());
@@ -359,8 +257,9 @@ impl Preview {
             partial_line: selection.partial().map(|p| p.info),
             spill_capped: view.spill_capped,
             redactions: Counts::new(),
+            next: None,
         };
-        preview.content = render(view, &selection, &preview, steps, offset);
+        (preview.content, preview.next) = render(view, &selection, &preview, steps, offset);
         preview
     }
 
@@ -381,6 +280,8 @@ impl Preview {
         let Some(line) = notice_line(&counts) else {
             return;
         };
+        let moved = body.len() as isize - (self.content.len() - notice.len()) as isize;
+        self.next = self.next.as_ref().map(|next| next.moved(moved));
         let mut content = body;
         content.push_str(notice);
         if !content.is_empty() && !content.ends_with('\n') {
@@ -859,7 +760,7 @@ fn render(
     preview: &Preview,
     steps: &dyn NextStep,
     offset: Offset,
-) -> String {
+) -> (String, Option<NextSteps>) {
     let base = offset.lines;
     let mut out = String::with_capacity(view.limits.max_bytes() + 1024);
     if let Some(p) = &s.head_partial {
@@ -925,8 +826,10 @@ fn render(
         out.push('\n');
     }
     out.push('\n');
-    out.push_str(&notice(view, s, preview, steps, base));
-    out
+    let (notice, next) = notice(view, s, preview, steps, base);
+    let next = next.map(|next| next.moved(out.len() as isize));
+    out.push_str(&notice);
+    (out, next)
 }
 
 /// The most ranges a notice lists one by one; past them it names the first and last two and
@@ -936,14 +839,15 @@ const LISTED_RANGES: usize = 6;
 /// The instruction that ends a truncated preview: what is shown of how much, which limit cut
 /// it (or that runs were only folded), where the whole output is, and the exact next step.
 /// `base` is the number of spill lines before the view: past 0, the preview is of new output
-/// only, and says so. It stays short (a few hundred bytes) whatever the output.
+/// only, and says so. It stays short (a few hundred bytes) whatever the output. The next
+/// steps come back as facts too, placed within the notice's text.
 fn notice(
     view: &CaptureView<'_>,
     s: &Selection,
     p: &Preview,
     steps: &dyn NextStep,
     base: u64,
-) -> String {
+) -> (String, Option<NextSteps>) {
     let limit = match p.truncated_by {
         Some(LimitKind::Lines) => format!("the {}-line limit", view.limits.max_lines()),
         Some(LimitKind::Tokens) => {
@@ -995,7 +899,7 @@ fn notice(
                 text,
                 "The full output was NOT saved ({error}); the omitted lines are lost.]"
             );
-            return text;
+            return (text, None);
         }
         (Some(path), problem) => {
             let _ = write!(text, "Full output: {}", path.display());
@@ -1014,36 +918,48 @@ fn notice(
                 );
             }
             let _ = writeln!(text);
-            let _ = writeln!(
-                text,
-                "Next: read on from line {first_unseen}: {}",
-                steps.read_from(path, first_unseen)
-            );
+            let _ = write!(text, "Next: read on from line {first_unseen}: ");
+            let read_at = put(&mut text, &steps.read_from(path, first_unseen));
+            text.push('\n');
             // Where omitted lines look like errors, the search step looks for them; otherwise
             // it is a template. Either way the path is named once more, not twice.
-            match more_highlights(view, s, p) {
+            let pattern = match more_highlights(view, s, p) {
                 Some(more) => {
                     let (lines, look) = if more == 1 {
                         ("line", "looks")
                     } else {
                         ("lines", "look")
                     };
-                    let _ = writeln!(
-                        text,
-                        "{more} more omitted {lines} {look} like errors: {}]",
-                        steps.search(path, HIGHLIGHT_GREP)
-                    );
+                    let _ = write!(text, "{more} more omitted {lines} {look} like errors: ");
+                    HIGHLIGHT_GREP
                 }
                 None => {
-                    let _ = writeln!(text, "or search it all: {}]", steps.search(path, "PATTERN"));
+                    text.push_str("or search it all: ");
+                    "PATTERN"
                 }
-            }
+            };
+            let search_at = put(&mut text, &steps.search(path, pattern));
+            text.push_str("]\n");
+            let next = NextSteps {
+                read_from: first_unseen,
+                search: pattern.to_string(),
+                read_at,
+                search_at,
+            };
+            return (text, Some(next));
         }
         (None, _) => {
             let _ = writeln!(text, "The full output was not saved.]");
         }
     }
-    text
+    (text, None)
+}
+
+/// Appends `step` to `text` and says where it stands there.
+fn put(text: &mut String, step: &str) -> [usize; 2] {
+    let start = text.len();
+    text.push_str(step);
+    [start, text.len()]
 }
 
 /// The shown ranges in words: all of them when they are few, else the first and last two and

@@ -2,6 +2,7 @@
 //! The engine builds it; every front end shows it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -79,6 +80,84 @@ pub struct Preview {
     /// JSON when none were.
     #[serde(default, skip_serializing_if = "Counts::is_empty")]
     pub redactions: Counts,
+    /// The notice's next steps as facts, for a front end that words them its own way
+    /// ([`Preview::reworded`]); absent when the notice gives none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<NextSteps>,
+}
+
+/// How a notice words the next steps, so each front end can name the commands or tools its
+/// reader can actually call.
+pub trait NextStep {
+    /// How to read the spill from line `line` on.
+    fn read_from(&self, spill: &Path, line: u64) -> String;
+    /// How to search the whole spill for `pattern` (an extended regular expression).
+    fn search(&self, spill: &Path, pattern: &str) -> String;
+}
+
+/// The next steps a truncated preview's notice gives, as data: where to read on, what to
+/// search for, and where in `content` each stands as the daemon worded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextSteps {
+    /// The first line not shown, to read on from (the spill's numbering).
+    pub read_from: u64,
+    /// The pattern to search the spill with: one that finds the omitted lines that look like
+    /// errors, or a placeholder for the reader's own.
+    pub search: String,
+    /// The bytes of `content` that word the read step, `[start, end)`.
+    pub read_at: [usize; 2],
+    /// The bytes of `content` that word the search step, `[start, end)`.
+    pub search_at: [usize; 2],
+}
+
+impl NextSteps {
+    /// The same steps with `content` grown (or shrunk) by `delta` bytes before them.
+    pub fn moved(&self, delta: isize) -> NextSteps {
+        let at = |[start, end]: [usize; 2]| {
+            [
+                start.saturating_add_signed(delta),
+                end.saturating_add_signed(delta),
+            ]
+        };
+        NextSteps {
+            read_at: at(self.read_at),
+            search_at: at(self.search_at),
+            ..self.clone()
+        }
+    }
+}
+
+impl Preview {
+    /// The content with its next steps worded by `steps` instead of as sent: the steps are
+    /// replaced where [`NextSteps`] says they stand, so nothing is parsed back out of text.
+    /// Content whose steps are not where they are said to be is left as it is.
+    pub fn reworded(&self, steps: &dyn NextStep) -> String {
+        let (Some(next), Some(spill)) = (&self.next, &self.spill_path) else {
+            return self.content.clone();
+        };
+        let spill = Path::new(spill);
+        let [read_start, read_end] = next.read_at;
+        let [search_start, search_end] = next.search_at;
+        let fits = read_start <= read_end
+            && read_end <= search_start
+            && search_start <= search_end
+            && search_end <= self.content.len()
+            && [read_start, read_end, search_start, search_end]
+                .iter()
+                .all(|&at| self.content.is_char_boundary(at));
+        if !fits {
+            return self.content.clone();
+        }
+        let c = &self.content;
+        format!(
+            "{}{}{}{}{}",
+            &c[..read_start],
+            steps.read_from(spill, next.read_from),
+            &c[read_end..search_start],
+            steps.search(spill, &next.search),
+            &c[search_end..]
+        )
+    }
 }
 
 /// A spill file that reached its cap: it holds the first `bytes` bytes of the output, which end

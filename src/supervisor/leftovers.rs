@@ -188,6 +188,7 @@ mod tests {
             partial_line: None,
             spill_capped: None,
             redactions: Default::default(),
+            next: None,
         };
         annotate(&mut preview, &stopped, &[], None);
         assert!(preview.content.starts_with("served\n[spillway: stopped"));

@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-use crate::engine::preview::{CliSteps, NextStep};
-use crate::protocol::{Preview, RunId};
+use crate::protocol::{NextStep, Preview, RunId};
 
 use super::text::json_string;
 
@@ -29,21 +28,17 @@ impl NextStep for McpSteps {
     }
 }
 
-/// Rewords `preview`'s notice (worded by the daemon for the command line) for run `id`.
+/// Rewords `preview`'s next steps (worded by the daemon for the command line) for run `id`,
+/// where the preview's facts say they stand.
 pub fn reword(preview: &mut Preview, id: &RunId) {
-    if !preview.truncated {
-        return;
-    }
-    if let Some(spill) = &preview.spill_path {
-        let steps = McpSteps { id: id.clone() };
-        preview.content = CliSteps::reword(&preview.content, Path::new(spill), &steps);
-    }
+    preview.content = preview.reworded(&McpSteps { id: id.clone() });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::capture::{Capture, Limits, SpillPolicy};
+    use crate::engine::preview::CliSteps;
     use crate::protocol::Direction;
     use crate::storage::spill::DataDir;
 
@@ -129,5 +124,30 @@ mod tests {
         };
         reword(&mut preview, &id());
         assert!(preview.content.starts_with(&echoed));
+    }
+
+    #[test]
+    fn steps_are_reworded_where_they_stand_after_redaction() {
+        // A credential in the shown lines is redacted after the notice is written: the text
+        // before the steps changes length, and the steps' places move with it.
+        let mut text = String::from("token=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789\n");
+        text.push_str(&numbered(100));
+        let (cli, mcp) = both_wordings(&text, 6, Direction::Both, "d");
+        let mut redacted = cli.clone();
+        redacted.redact(crate::engine::redact::Redactor::builtin());
+        assert_ne!(
+            redacted.content.len(),
+            cli.content.len(),
+            "something was redacted"
+        );
+        reword(&mut redacted, &id());
+        let notice =
+            |p: &Preview| p.content[p.content.rfind("[spillway: output").unwrap()..].to_string();
+        assert!(
+            notice(&redacted).starts_with(&notice(&mcp)[..notice(&mcp).len() - 1]),
+            "{}",
+            redacted.content
+        );
+        assert!(!redacted.content.contains("spillway read"));
     }
 }

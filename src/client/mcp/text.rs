@@ -228,6 +228,7 @@ mod tests {
             partial_line: None,
             spill_capped: None,
             redactions: Default::default(),
+            next: None,
         }
     }
 
