@@ -15,7 +15,8 @@
 //! - `protocol`: the base layer: the messages client and daemon exchange, and the records
 //!   they carry; it imports nothing of the crate.
 //!
-//! `config` says where the daemon listens, for client and daemon alike.
+//! `config` says where the daemon listens, for client and daemon alike; `sync` holds the one
+//! lock helper every layer uses.
 
 pub mod client;
 pub mod config;
@@ -24,3 +25,4 @@ pub mod engine;
 pub mod protocol;
 pub mod storage;
 pub mod supervisor;
+pub mod sync;

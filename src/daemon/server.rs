@@ -51,6 +51,7 @@ use crate::storage::spill::DataDir;
 use crate::supervisor::cgroup::{CgroupTree, Containment};
 use crate::supervisor::limits::Resources;
 use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
+use crate::sync::lock;
 
 use self::grep::{grep, grep_permits};
 use self::live::{RecentRun, RunEntry, Session};
@@ -351,11 +352,6 @@ impl Drop for ClientGuard {
         self.0.update_idle();
         self.0.changed.notify_waiters();
     }
-}
-
-/// Locks a mutex, recovering from poisoning: the data behind these locks stays consistent.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Accepts connections until `stop` turns true.

@@ -534,31 +534,31 @@ pub(crate) struct SpillRecord {
 
 /// Where a page of runs in start order begins: strictly after `(started_at, id)`.
 #[derive(Debug, Clone)]
-pub(crate) struct Cursor {
+pub(crate) struct PageStart {
     started_ms: i64,
     id: String,
 }
 
-impl Cursor {
+impl PageStart {
     /// Before every run.
-    pub fn start() -> Cursor {
-        Cursor {
+    pub fn start() -> PageStart {
+        PageStart {
             started_ms: i64::MIN,
             id: String::new(),
         }
     }
 
     /// Before the first run started at or after `t`.
-    pub fn at(t: DateTime<Utc>) -> Cursor {
-        Cursor {
+    pub fn at(t: DateTime<Utc>) -> PageStart {
+        PageStart {
             started_ms: millis(t),
             id: String::new(),
         }
     }
 
     /// Just after `run`.
-    pub fn after(run: &SpillRecord) -> Cursor {
-        Cursor {
+    pub fn after(run: &SpillRecord) -> PageStart {
+        PageStart {
             started_ms: millis(run.started_at),
             id: run.id.as_str().to_string(),
         }
@@ -576,7 +576,7 @@ impl Index {
     pub(crate) fn expired_page(
         &self,
         before: DateTime<Utc>,
-        cursor: &Cursor,
+        cursor: &PageStart,
         limit: usize,
     ) -> Result<Vec<SpillRecord>, IndexError> {
         let sql = format!(
@@ -594,7 +594,7 @@ impl Index {
     /// Finished runs whose spill counts toward the quota, oldest first, after `cursor`.
     pub(crate) fn evictable_page(
         &self,
-        cursor: &Cursor,
+        cursor: &PageStart,
         limit: usize,
     ) -> Result<Vec<SpillRecord>, IndexError> {
         let sql = format!(

@@ -33,7 +33,7 @@ use std::time::{Duration, SystemTime};
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::protocol::{OrphanFile, PurgeReport, PurgedRun, RunId};
-use crate::storage::index::{Cursor, INDEX_FILE, Index, IndexError, SpillRecord};
+use crate::storage::index::{INDEX_FILE, Index, IndexError, PageStart, SpillRecord};
 
 /// Finished runs older than this (by start) are purged: 7 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -118,13 +118,13 @@ fn expire(
     report: &mut PurgeReport,
 ) -> Result<u64, IndexError> {
     let mut kept_bytes = 0;
-    let mut cursor = Cursor::start();
+    let mut cursor = PageStart::start();
     loop {
         let page = index.expired_page(cutoff, &cursor, PAGE)?;
         let Some(last) = page.last() else {
             return Ok(kept_bytes);
         };
-        cursor = Cursor::after(last);
+        cursor = PageStart::after(last);
         let mut gone = Vec::new();
         for run in page {
             match spills.remove_run_spill(run.spill_path.as_deref()) {
@@ -168,13 +168,13 @@ fn evict(
     let mut total =
         (index.counted_spill_bytes(quota.cutoff)? + quota.kept_bytes + running_bytes(index)?)
             .saturating_sub(quota.unmarked.bytes);
-    let mut cursor = Cursor::at(quota.cutoff);
+    let mut cursor = PageStart::at(quota.cutoff);
     while total > quota.max_disk {
         let page = index.evictable_page(&cursor, PAGE)?;
         let Some(last) = page.last() else {
             break;
         };
-        cursor = Cursor::after(last);
+        cursor = PageStart::after(last);
         let mut gone = Vec::new();
         for run in page {
             if total <= quota.max_disk {

@@ -142,7 +142,7 @@ impl Space {
     /// Deletes the reserve file, handing its space to whoever writes next (the index, we
     /// hope: call this just before retrying an index write). Returns whether there was one.
     pub fn release(&self) -> bool {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = crate::sync::lock(&self.busy);
         match std::fs::remove_file(&self.reserve) {
             Ok(()) => {
                 tracing::warn!(
@@ -177,7 +177,7 @@ impl Space {
         {
             return;
         }
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = crate::sync::lock(&self.busy);
         let created = OpenOptions::new()
             .write(true)
             .create_new(true)

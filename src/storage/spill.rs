@@ -415,9 +415,9 @@ impl SpillFile {
     pub fn flush(&mut self) {
         self.send_batch();
         let (lock, wake) = &*self.shared;
-        let mut progress = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut progress = crate::sync::lock(lock);
         while progress.handled < self.accepted && self.writer.is_some() {
-            progress = wake.wait(progress).unwrap_or_else(|e| e.into_inner());
+            progress = crate::sync::wait(wake, progress);
         }
         self.seen = progress.clone();
     }
@@ -477,7 +477,7 @@ fn write_batches(
             scanner.write(&text, newlines);
         }
         let (lock, wake) = shared;
-        let mut progress = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut progress = crate::sync::lock(lock);
         progress.handled += text.len() as u64;
         match result {
             Some(Ok(())) => progress.written += text.len() as u64,

@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -258,7 +258,7 @@ impl Tracker {
     }
 
     fn seen(&self) -> MutexGuard<'_, BTreeMap<u32, Member>> {
-        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.seen)
     }
 
     /// The run's living processes now, other than its command.

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
@@ -28,6 +28,7 @@ use crate::engine::preview::CliSteps;
 use crate::engine::snapshot::{self, Cursor};
 use crate::protocol::{Direction, Preview};
 use crate::supervisor::input::{Input, InputError, Keys};
+use crate::sync::lock;
 
 /// Raw chunks a raw stream may fall behind by before it loses some (at most 4 KiB each from
 /// a PTY, so about 4 MiB).
@@ -331,8 +332,4 @@ impl Live {
             sent => Ok(sent?),
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -22,8 +22,8 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -74,7 +74,7 @@ pub fn open_pty(cols: u16, rows: u16) -> io::Result<Channel> {
         pixel_height: 0,
     };
     let pair = {
-        let _forks = FORK_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        let _forks = crate::sync::lock(&FORK_LOCK);
         native_pty_system()
             .openpty(size)
             .map_err(io::Error::other)?
@@ -175,7 +175,7 @@ pub fn spawn(mut cmd: Command, side: ChildSide) -> io::Result<Child> {
     unsafe {
         cmd.pre_exec(move || become_session_leader(terminal));
     }
-    let _forks = FORK_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+    let _forks = crate::sync::lock(&FORK_LOCK);
     cmd.spawn()
     // `cmd`, which holds the parent's copies of the child's side, is dropped here.
 }

@@ -19,9 +19,10 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, Once, PoisonError};
+use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Instant;
 
+use crate::sync::lock;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
@@ -50,7 +51,7 @@ pub struct Reaped {
 static LEADERS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
 fn leaders() -> MutexGuard<'static, BTreeSet<i32>> {
-    LEADERS.lock().unwrap_or_else(PoisonError::into_inner)
+    lock(&LEADERS)
 }
 
 /// Whether [`become_subreaper`] succeeded.
@@ -111,7 +112,7 @@ pub fn reap_zombie(pid: i32) -> Option<WaitStatus> {
         let comm = crate::supervisor::procfs::comm_of(&text)
             .unwrap_or("?")
             .to_string();
-        let mut reaped = REAPED.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut reaped = lock(&REAPED);
         if reaped.len() >= REMEMBERED {
             reaped.pop_front();
         }
@@ -130,7 +131,7 @@ pub fn reap_zombie(pid: i32) -> Option<WaitStatus> {
 /// The processes of group `pgrp` reaped since `since` that SIGHUP killed: what a terminal's
 /// hangup ended when a run's command exited.
 pub fn hung_up_since(pgrp: u32, since: Instant) -> Vec<Reaped> {
-    let reaped = REAPED.lock().unwrap_or_else(PoisonError::into_inner);
+    let reaped = lock(&REAPED);
     reaped
         .iter()
         .filter(|r| r.pgrp == pgrp && r.at >= since && r.signal == Some(Signal::SIGHUP as i32))

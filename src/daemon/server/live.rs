@@ -27,8 +27,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use super::recorder::Record;
 use super::{
-    ClientWriter, Daemon, exit_event, internal, launch_error, lock, rfc3339, run_spec, send,
-    spill_of,
+    ClientWriter, Daemon, exit_event, internal, launch_error, rfc3339, run_spec, send, spill_of,
 };
 use crate::daemon::readiness::Until;
 use crate::engine::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
@@ -45,6 +44,7 @@ use crate::storage::index::{NewRun, RunRow, display_command};
 use crate::supervisor::input::{DEFAULT_SEND_TIMEOUT, InputError, Keys};
 use crate::supervisor::progress::{Live, SendError, Shape};
 use crate::supervisor::{self, Finished, RunControl, StopReason};
+use crate::sync::lock;
 
 /// Finished runs kept in memory for late `wait`s: at most this many...
 const RECENT_RUNS: usize = 256;

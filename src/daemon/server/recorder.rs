@@ -28,7 +28,7 @@ use crate::protocol::RunId;
 use crate::storage::index::{Index, IndexError, NewRun, RunEnd};
 use crate::storage::space::Space;
 
-use super::lock;
+use crate::sync::lock;
 
 /// Longest a caller waits for its write to reach the index.
 const PATIENCE: Duration = Duration::from_secs(1);
@@ -213,7 +213,7 @@ fn next_record(queue: &(Mutex<Queue>, Condvar)) -> Option<Record> {
         if queue.closed {
             return None;
         }
-        queue = wake.wait(queue).unwrap_or_else(|e| e.into_inner());
+        queue = crate::sync::wait(wake, queue);
     }
 }
 
