@@ -22,6 +22,7 @@ use crate::client::args::{
 use crate::client::exit::{EXIT_FAILURE, print_exit};
 use crate::client::live_cli::{self, LiveRunArgs};
 use crate::client::ops;
+use crate::client::run_request::{self, ToRun};
 use crate::engine::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
@@ -545,28 +546,15 @@ fn read_spill(args: ReadArgs) -> Result<ExitCode> {
 
 fn run(args: RunArgs) -> Result<ExitCode> {
     let endpoint = args.endpoint.resolve()?;
-    let cwd = match &args.cwd {
-        Some(dir) => std::path::absolute(dir),
-        None => std::env::current_dir(),
-    }
-    .context("cannot determine the working directory")?;
-    let (argv, shell) = match args.shell {
-        Some(shell) => (None, Some(shell)),
-        None => (Some(args.command), None),
+    let command = match args.shell {
+        Some(shell) => ToRun::Shell(shell),
+        None => ToRun::Argv(args.command),
     };
+    let begun = run_request::here(command, args.cwd.as_deref())
+        .context("cannot determine the working directory")?;
     let request = RunRequest {
         no_redact: args.redact.no_redact,
-        argv,
-        shell,
-        cwd: Some(cwd.to_string_lossy().into_owned()),
         env: args.env.into_iter().collect(),
-        // The command sees the caller's environment, as if run directly.
-        base_env: Some(
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-                .collect(),
-        ),
-        pager_safe: None,
         max_lines: Some(args.limits.max_lines),
         max_bytes: Some(args.limits.max_bytes),
         direction: Some(args.direction),
@@ -591,6 +579,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         memory: args.resources.memory,
         pids: args.resources.pids,
         cpu: args.resources.cpu,
+        ..begun
     };
     args.resources
         .resources()

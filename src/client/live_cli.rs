@@ -13,8 +13,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::client::Connection;
 use crate::client::args::{OutputArgs, RedactFlag, parse_duration};
+use crate::client::calls::{self, RunAnswer};
 use crate::client::exit::{exit_code, print_exit, status_line};
-use crate::client::ops::{ask, command_table, print_json, unexpected};
+use crate::client::ops::{command_table, print_json};
 use crate::protocol::{
     Event, ExitEvent, FollowRequest, KillRequest, KillSignal, LiveRun, PsRequest, Request, RunId,
     RunningEvent, SendRequest, StreamMode, WaitRequest,
@@ -258,10 +259,9 @@ pub fn wait(args: WaitArgs) -> Result<ExitCode> {
         until_port: args.until.until_port,
     };
     let endpoint = args.output.endpoint.resolve()?;
-    match ask(&endpoint, Request::Wait(request))? {
-        Event::Running(running) => print_running(&running, args.output.json),
-        Event::Exit(exit) => print_exit(&exit, args.output.json),
-        other => Err(unexpected(&other)),
+    match calls::wait(&endpoint, request)? {
+        RunAnswer::Running(running) => print_running(&running, args.output.json),
+        RunAnswer::Exit(exit) => print_exit(&exit, args.output.json),
     }
 }
 
@@ -291,13 +291,10 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                 .max(1),
         ),
     };
-    let event = ask(&args.output.endpoint.resolve()?, Request::Send(request))?;
+    let sent = calls::send(&args.output.endpoint.resolve()?, request)?;
     if args.output.json {
-        return print_json(&event);
+        return print_json(&Event::Sent(sent));
     }
-    let Event::Sent(sent) = &event else {
-        return Err(unexpected(&event));
-    };
     eprintln!("[spillway: sent {} bytes to run {}]", sent.bytes, sent.id);
     Ok(ExitCode::SUCCESS)
 }
@@ -308,14 +305,11 @@ pub fn kill(args: KillArgs) -> Result<ExitCode> {
         id: args.id,
         signal: Some(args.signal),
     };
-    let event = ask(&args.output.endpoint.resolve()?, Request::Kill(request))?;
+    let exit = calls::kill(&args.output.endpoint.resolve()?, request)?;
     if args.output.json {
-        return print_json(&event);
+        return print_json(&Event::Exit(exit));
     }
-    let Event::Exit(exit) = &event else {
-        return Err(unexpected(&event));
-    };
-    eprintln!("{}", end_line(exit));
+    eprintln!("{}", end_line(&exit));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -521,13 +515,10 @@ pub fn ps(args: PsArgs) -> Result<ExitCode> {
     let request = PsRequest {
         tags: args.tags.into_iter().collect(),
     };
-    let event = ask(&args.output.endpoint.resolve()?, Request::Ps(request))?;
+    let ps = calls::ps(&args.output.endpoint.resolve()?, request)?;
     if args.output.json {
-        return print_json(&event);
+        return print_json(&Event::Ps(ps));
     }
-    let Event::Ps(ps) = &event else {
-        return Err(unexpected(&event));
-    };
     let mut out = io::stdout().lock();
     if ps.runs.is_empty() {
         writeln!(out, "no running commands")?;

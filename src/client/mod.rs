@@ -4,6 +4,7 @@
 //! tools; `hook` is the program an agent host's pre-tool hook runs, and `init` installs it.
 
 mod args;
+pub mod calls;
 pub mod cli;
 mod connection;
 mod exit;
@@ -12,5 +13,6 @@ pub mod init;
 pub mod live_cli;
 pub mod mcp;
 pub mod ops;
+pub mod run_request;
 
 pub use connection::{Connection, Endpoint};

@@ -6,28 +6,17 @@
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use bytesize::ByteSize;
 use chrono::{DateTime, Local, Utc};
 use comfy_table::{Cell, CellAlignment, Table, presets};
 
-use crate::client::{Connection, Endpoint};
+use crate::client::Endpoint;
+use crate::client::calls;
 use crate::engine::redact::notice_line;
 use crate::protocol::RunRecord;
-use crate::protocol::{
-    Event, GrepRequest, HistoryRequest, PurgeRequest, Request, RunStatus, ShowRequest,
-};
+use crate::protocol::{Event, GrepRequest, HistoryRequest, PurgeRequest, RunStatus, ShowRequest};
 use crate::storage::grep::MAX_LINE_CHARS;
-
-/// Sends one request and returns its answer; an `error` event becomes an error.
-pub(crate) fn ask(endpoint: &Endpoint, request: Request) -> Result<Event> {
-    let mut connection = Connection::open(endpoint)?;
-    connection.send(&request)?;
-    match connection.next_event()? {
-        Event::Error(error) => bail!("{}", error.message),
-        event => Ok(event),
-    }
-}
 
 pub(crate) fn print_json(event: &Event) -> Result<ExitCode> {
     let mut out = io::stdout().lock();
@@ -36,21 +25,11 @@ pub(crate) fn print_json(event: &Event) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn unexpected(event: &Event) -> anyhow::Error {
-    anyhow::anyhow!(
-        "unexpected answer from the daemon: {}",
-        event.to_line().trim_end()
-    )
-}
-
 pub fn history(endpoint: &Endpoint, request: &HistoryRequest, json: bool) -> Result<ExitCode> {
-    let event = ask(endpoint, Request::History(request.clone()))?;
+    let history = calls::history(endpoint, request.clone())?;
     if json {
-        return print_json(&event);
+        return print_json(&Event::History(history));
     }
-    let Event::History(history) = &event else {
-        return Err(unexpected(&event));
-    };
     let mut out = io::stdout().lock();
     if history.runs.is_empty() {
         writeln!(out, "no runs")?;
@@ -197,13 +176,10 @@ pub enum ShowStyle {
 }
 
 pub fn show(endpoint: &Endpoint, request: &ShowRequest, style: ShowStyle) -> Result<ExitCode> {
-    let event = ask(endpoint, Request::Show(request.clone()))?;
+    let page = calls::show(endpoint, request.clone())?;
     if style == ShowStyle::Json {
-        return print_json(&event);
+        return print_json(&Event::Show(page));
     }
-    let Event::Show(page) = &event else {
-        return Err(unexpected(&event));
-    };
     let mut out = io::stdout().lock();
     if style == ShowStyle::Page {
         let run = &page.run;
@@ -257,17 +233,14 @@ pub fn show(endpoint: &Endpoint, request: &ShowRequest, style: ShowStyle) -> Res
 /// Prints matches as `grep -n` does (`N:` a match, `N-` context, and `--` between groups when
 /// there is context); exits 1 when nothing matched, like grep.
 pub fn grep(endpoint: &Endpoint, request: &GrepRequest, json: bool) -> Result<ExitCode> {
-    let event = ask(endpoint, Request::Grep(request.clone()))?;
-    let Event::Grep(found) = &event else {
-        return Err(unexpected(&event));
-    };
+    let found = calls::grep(endpoint, request.clone())?;
     let code = if found.result.matches > 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     };
     if json {
-        print_json(&event)?;
+        print_json(&Event::Grep(found))?;
         return Ok(code);
     }
     let mut out = io::stdout().lock();
@@ -301,13 +274,10 @@ pub fn grep(endpoint: &Endpoint, request: &GrepRequest, json: bool) -> Result<Ex
 }
 
 pub fn stats(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
-    let event = ask(endpoint, Request::Stats)?;
+    let stats = calls::stats(endpoint)?;
     if json {
-        return print_json(&event);
+        return print_json(&Event::Stats(stats));
     }
-    let Event::Stats(stats) = &event else {
-        return Err(unexpected(&event));
-    };
     let index = &stats.index;
     let total: u64 = index.runs_by_status.values().sum();
     let by_status: Vec<String> = index
@@ -342,13 +312,10 @@ pub fn stats(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
 }
 
 pub fn purge(endpoint: &Endpoint, request: &PurgeRequest, json: bool) -> Result<ExitCode> {
-    let event = ask(endpoint, Request::Purge(request.clone()))?;
+    let report = calls::purge(endpoint, request.clone())?;
     if json {
-        return print_json(&event);
+        return print_json(&Event::Purge(report));
     }
-    let Event::Purge(report) = &event else {
-        return Err(unexpected(&event));
-    };
     let verb = if report.dry_run {
         "would delete"
     } else {

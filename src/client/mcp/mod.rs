@@ -30,10 +30,13 @@ pub use params::{
 };
 pub use steps::McpSteps;
 
-use crate::client::{Connection, Endpoint};
+use crate::client::Endpoint;
+use crate::client::args::parse_limit_size;
+use crate::client::calls::{self, CallError, RunAnswer};
+use crate::client::run_request::{self, ToRun};
 use crate::protocol::{
-    ErrorEvent, Event, GrepRequest, HistoryRequest, KillRequest, Request, RunRequest, SendRequest,
-    ShowRequest, WaitRequest,
+    ErrorEvent, GrepRequest, HistoryRequest, KillRequest, RunRequest, SendRequest, ShowRequest,
+    WaitRequest,
 };
 
 /// What the server tells the model about itself when a session starts.
@@ -95,21 +98,12 @@ fn error_message(error: &ErrorEvent) -> String {
     format!("spillway: {} ({code})", error.message)
 }
 
-/// Sends one request line and returns the answer that ends it (not `started`, which only
-/// announces a run); blocking, for tokio's blocking pool.
-fn ask_blocking(endpoint: &Endpoint, request: &Request) -> Result<Event, String> {
-    let mut connection = Connection::open(endpoint)
-        .map_err(|e| format!("spillway: the daemon is unreachable: {e:#}"))?;
-    connection
-        .send(request)
-        .map_err(|e| format!("spillway: {e:#}"))?;
-    loop {
-        match connection.next_event() {
-            Ok(Event::Started(_) | Event::Output(_) | Event::Raw(_) | Event::Lagged(_)) => {}
-            Ok(Event::Error(error)) => return Err(error_message(&error)),
-            Ok(event) => return Ok(event),
-            Err(e) => return Err(format!("spillway: lost the daemon: {e:#}")),
-        }
+/// A failed call as the model should read it.
+fn call_message(error: &CallError) -> String {
+    match error {
+        CallError::Unreachable(e) => format!("spillway: the daemon is unreachable: {e:#}"),
+        CallError::Refused(error) => error_message(error),
+        other => format!("spillway: {other}"),
     }
 }
 
@@ -126,26 +120,18 @@ fn millis(seconds: Option<f64>, name: &str) -> Result<Option<u64>, String> {
 
 /// The answer to `run`, `wait` or `kill`: the preview with its notice worded for this
 /// server's tools, and how the run ended (or that it goes on).
-fn run_result(event: Event) -> CallToolResult {
-    match event {
-        Event::Exit(mut exit) => {
+fn run_result(answer: RunAnswer) -> CallToolResult {
+    match answer {
+        RunAnswer::Exit(mut exit) => {
             steps::reword(&mut exit.preview, &exit.id);
             crate::supervisor::leftovers::reword_for_mcp(&mut exit.preview.content, &exit.stopped);
             success(text::exit_text(&exit))
         }
-        Event::Running(mut running) => {
+        RunAnswer::Running(mut running) => {
             steps::reword(&mut running.preview, &running.id);
             success(text::running_text(&running))
         }
-        other => unexpected(&other),
     }
-}
-
-fn unexpected(event: &Event) -> CallToolResult {
-    failure(format!(
-        "spillway: unexpected answer from the daemon: {}",
-        event.to_line().trim_end()
-    ))
 }
 
 impl SpillwayMcp {
@@ -156,24 +142,18 @@ impl SpillwayMcp {
         }
     }
 
-    /// One request to the daemon, off the async runtime (the client is synchronous, and a
-    /// run may take as long as its command).
-    async fn ask(&self, request: Request) -> Result<Event, String> {
-        let endpoint = Arc::clone(&self.endpoint);
-        tokio::task::spawn_blocking(move || ask_blocking(&endpoint, &request))
-            .await
-            .map_err(|e| format!("spillway: internal error: {e}"))?
-    }
-
-    /// Like [`Self::ask`], with the answer or the error made a tool result.
-    async fn call(
+    /// One call to the daemon, off the async runtime (the client is synchronous, and a run
+    /// may take as long as its command), its answer made a tool result by `answer`.
+    async fn call<T: Send + 'static>(
         &self,
-        request: Request,
-        answer: impl FnOnce(Event) -> CallToolResult,
+        ask: impl FnOnce(&Endpoint) -> Result<T, CallError> + Send + 'static,
+        answer: impl FnOnce(T) -> CallToolResult,
     ) -> CallToolResult {
-        match self.ask(request).await {
-            Ok(event) => answer(event),
-            Err(message) => failure(message),
+        let endpoint = Arc::clone(&self.endpoint);
+        match tokio::task::spawn_blocking(move || ask(&endpoint)).await {
+            Ok(Ok(value)) => answer(value),
+            Ok(Err(error)) => failure(call_message(&error)),
+            Err(e) => failure(format!("spillway: internal error: {e}")),
         }
     }
 }
@@ -181,55 +161,30 @@ impl SpillwayMcp {
 /// The request `bash` sends: `bash -c COMMAND` in the server's environment and directory,
 /// as if the agent had run it itself.
 fn run_request(p: BashParams) -> Result<RunRequest, String> {
-    let cwd = match p.cwd {
-        Some(cwd) => cwd,
-        None => std::env::current_dir()
-            .map_err(|e| format!("cannot determine the working directory: {e}"))?
-            .to_string_lossy()
-            .into_owned(),
-    };
+    let command = ToRun::Argv(vec!["bash".into(), "-c".into(), p.command]);
+    let begun = run_request::here(command, p.cwd.as_deref().map(std::path::Path::new))
+        .map_err(|e| format!("cannot determine the working directory: {e}"))?;
     Ok(RunRequest {
-        no_redact: false,
-        argv: Some(vec!["bash".into(), "-c".into(), p.command]),
-        shell: None,
-        cwd: Some(cwd),
-        env: Default::default(),
-        base_env: Some(
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-                .collect(),
-        ),
-        pager_safe: None,
         max_lines: p.max_lines,
         max_bytes: p.max_bytes,
         direction: p.direction,
         timeout_ms: millis(p.timeout_seconds, "timeout_seconds")?,
         tags: p.tags,
-        tty: None,
-        cols: None,
-        rows: None,
-        term: None,
-        raw: None,
         max_tokens: p.max_tokens,
-        highlight: Vec::new(),
-        no_highlights: None,
         yield_ms: millis(p.yield_seconds, "yield_seconds")?,
-        kill_on_disconnect: None,
-        stream: None,
-        max_spill: None,
         until: p.until,
         until_port: p.until_port,
         memory: p
             .memory
             .as_deref()
             .map(|m| {
-                m.parse::<bytesize::ByteSize>()
-                    .map(|b| b.as_u64())
+                parse_limit_size(m)
                     .map_err(|e| format!("memory must be a size such as 512MiB: {e}"))
             })
             .transpose()?,
         pids: p.pids,
         cpu: p.cpu,
+        ..begun
     })
 }
 
@@ -259,7 +214,7 @@ impl SpillwayMcp {
     )]
     async fn bash(&self, Parameters(p): Parameters<BashParams>) -> CallToolResult {
         match run_request(p) {
-            Ok(request) => self.call(Request::Run(Box::new(request)), run_result).await,
+            Ok(request) => self.call(move |e| calls::run(e, request), run_result).await,
             Err(message) => failure(message),
         }
     }
@@ -279,10 +234,10 @@ impl SpillwayMcp {
             limit: p.limit,
             max_bytes: None,
         };
-        self.call(Request::Show(request), |event| match event {
-            Event::Show(page) => success(text::show_text(&page)),
-            other => unexpected(&other),
-        })
+        self.call(
+            move |e| calls::show(e, request),
+            |page| success(text::show_text(&page)),
+        )
         .await
     }
 
@@ -303,10 +258,10 @@ impl SpillwayMcp {
             context,
             max_count: p.max_count,
         };
-        self.call(Request::Grep(request), |event| match event {
-            Event::Grep(found) => success(text::grep_text(&found, &p.pattern, context)),
-            other => unexpected(&other),
-        })
+        self.call(
+            move |e| calls::grep(e, request),
+            |found| success(text::grep_text(&found, &p.pattern, context)),
+        )
         .await
     }
 
@@ -329,7 +284,8 @@ impl SpillwayMcp {
             },
             (Err(message), _) | (_, Err(message)) => return failure(message),
         };
-        self.call(Request::Wait(request), run_result).await
+        self.call(move |e| calls::wait(e, request), run_result)
+            .await
     }
 
     #[tool(
@@ -347,10 +303,10 @@ impl SpillwayMcp {
             eof: p.eof,
             timeout_ms: None,
         };
-        self.call(Request::Send(request), |event| match event {
-            Event::Sent(sent) => success(text::sent_text(&sent)),
-            other => unexpected(&other),
-        })
+        self.call(
+            move |e| calls::send(e, request),
+            |sent| success(text::sent_text(&sent)),
+        )
         .await
     }
 
@@ -371,7 +327,11 @@ impl SpillwayMcp {
             id,
             signal,
         };
-        self.call(Request::Kill(request), run_result).await
+        self.call(
+            move |e| calls::kill(e, request),
+            |exit| run_result(RunAnswer::Exit(exit)),
+        )
+        .await
     }
 
     #[tool(
@@ -380,10 +340,10 @@ impl SpillwayMcp {
     async fn history(&self, Parameters(p): Parameters<HistoryParams>) -> CallToolResult {
         match history_request(p) {
             Ok(request) => {
-                self.call(Request::History(request), |event| match event {
-                    Event::History(history) => success(text::history_text(&history)),
-                    other => unexpected(&other),
-                })
+                self.call(
+                    move |e| calls::history(e, request),
+                    |history| success(text::history_text(&history)),
+                )
                 .await
             }
             Err(message) => failure(message),
@@ -422,7 +382,7 @@ mod tests {
             socket: "/proc/spillway-none/s.sock".into(),
             data_dir: "/proc/spillway-none".into(),
         };
-        let message = ask_blocking(&endpoint, &Request::Ping).unwrap_err();
+        let message = call_message(&calls::stats(&endpoint).unwrap_err());
         assert!(message.contains("the daemon is unreachable"), "{message}");
     }
 
