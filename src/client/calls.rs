@@ -36,16 +36,6 @@ pub enum RunAnswer {
     Exit(Box<ExitEvent>),
 }
 
-impl RunAnswer {
-    /// The answer as the event it came as (for `--json`).
-    pub fn into_event(self) -> Event {
-        match self {
-            RunAnswer::Running(running) => Event::Running(running),
-            RunAnswer::Exit(exit) => Event::Exit(exit),
-        }
-    }
-}
-
 /// Sends `request` and returns the first event that is not a run's progress (`started` and
 /// streamed output only announce what comes), made a `T` by `pick`.
 fn call<T>(

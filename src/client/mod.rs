@@ -4,15 +4,15 @@
 //! tools; `hook` is the program an agent host's pre-tool hook runs, and `init` installs it.
 
 mod args;
-pub mod calls;
+pub(crate) mod calls;
 pub mod cli;
 mod connection;
 mod exit;
-pub mod hook;
-pub mod init;
-pub mod live_cli;
-pub mod mcp;
-pub mod ops;
-pub mod run_request;
+pub(crate) mod hook;
+pub(crate) mod init;
+pub(crate) mod live_cli;
+pub(crate) mod mcp;
+pub(crate) mod ops;
+pub(crate) mod run_request;
 
 pub use connection::{Connection, Endpoint};

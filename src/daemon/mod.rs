@@ -43,12 +43,12 @@ use server::{Daemon, Settings};
 use self::lock::{DataDirLock, Predecessor};
 use self::report::StartReport;
 
-pub mod allocator;
+pub(crate) mod allocator;
 mod lock;
-pub mod readiness;
-pub mod recover;
+pub(crate) mod readiness;
+pub(crate) mod recover;
 mod report;
-pub mod server;
+pub(crate) mod server;
 
 /// Settings of one daemon, resolved from flags and environment.
 #[derive(Debug, Clone)]

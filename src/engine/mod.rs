@@ -10,9 +10,9 @@
 pub mod capture;
 pub mod highlight;
 pub mod normalise;
-pub mod outline;
+pub(crate) mod outline;
 pub mod preview;
-pub mod redact;
-pub mod scanner;
-pub mod snapshot;
+pub(crate) mod redact;
+pub(crate) mod scanner;
+pub(crate) mod snapshot;
 pub mod tokens;

@@ -6,7 +6,7 @@
 //! [`Redactor::redact`] first. The file on disk is never touched: redaction is a view.
 //!
 //! The module owns one table of rules (`RULES` in `redact/rules.rs`), each naming the *kind*
-//! that ends up in the marker `[redacted: KIND]` ([`rule_names`] lists them). A rule finds
+//! that ends up in the marker `[redacted: KIND]`. A rule finds
 //! candidates with a regex, a keyword assignment (`KEY=VALUE`, `"key": "value"`,
 //! `--flag value`) whose key and value are then judged in code, or a small procedure for the
 //! two shapes that span lines (private key blocks and the `data:` of a Kubernetes Secret). A
@@ -59,9 +59,10 @@ pub use tally::{Counts, notice_line};
 
 use rules::{Find, RULES, key_names_secret, value_is_secret};
 
-/// The kinds the built-in rules can report, each once, in table order (for the README and
-/// `--help` texts). User patterns report the kind `custom`.
-pub fn rule_names() -> impl Iterator<Item = &'static str> {
+/// The kinds the built-in rules can report, each once, in table order (the test that
+/// checks them unique). User patterns report the kind `custom`.
+#[cfg(test)]
+fn rule_names() -> impl Iterator<Item = &'static str> {
     RULES
         .iter()
         .enumerate()

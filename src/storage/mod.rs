@@ -4,10 +4,10 @@
 //! or a new line at a time. Storage is the lowest layer but the protocol: it imports neither
 //! the engine nor anything above it.
 
-pub mod follow;
-pub mod grep;
+pub(crate) mod follow;
+pub(crate) mod grep;
 pub mod index;
 pub mod purge;
-pub mod read;
-pub mod space;
+pub(crate) mod read;
+pub(crate) mod space;
 pub mod spill;

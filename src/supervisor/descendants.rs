@@ -252,11 +252,6 @@ impl Tracker {
         }
     }
 
-    /// Whether the run is held by a cgroup.
-    pub fn has_cgroup(&self) -> bool {
-        self.cgroup.is_some()
-    }
-
     fn seen(&self) -> MutexGuard<'_, BTreeMap<u32, Member>> {
         crate::sync::lock(&self.seen)
     }

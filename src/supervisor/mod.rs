@@ -67,15 +67,15 @@ use pty::{Channel, Chunk, Output};
 
 pub mod cgroup;
 mod contain;
-pub mod descendants;
-pub mod input;
-pub mod input_wait;
-pub mod leftovers;
+pub(crate) mod descendants;
+pub(crate) mod input;
+pub(crate) mod input_wait;
+pub(crate) mod leftovers;
 pub mod limits;
-pub mod procfs;
-pub mod progress;
-pub mod pty;
-pub mod reaper;
+pub(crate) mod procfs;
+pub(crate) mod progress;
+pub(crate) mod pty;
+pub(crate) mod reaper;
 
 use self::cgroup::{CgroupTree, RunCgroup};
 use self::descendants::{EndReport, Member, Tracker};

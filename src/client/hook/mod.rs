@@ -43,6 +43,7 @@ impl Host {
         }
     }
 
+    #[cfg(test)]
     pub const ALL: [Host; 5] = [
         Host::ClaudeCode,
         Host::Codex,

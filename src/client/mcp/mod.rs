@@ -11,7 +11,7 @@
 //! its exit code.
 //!
 //! Notices are worded by the daemon for the command line; [`steps::reword`] words them as
-//! calls of this server's tools ([`McpSteps`]) on the way out.
+//! calls of this server's tools ([`steps::McpSteps`]) on the way out.
 
 mod params;
 mod steps;
@@ -28,7 +28,6 @@ use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 pub use params::{
     BashParams, GrepParams, HistoryParams, KillParams, ReadParams, SendParams, WaitParams,
 };
-pub use steps::McpSteps;
 
 use crate::client::Endpoint;
 use crate::client::args::parse_limit_size;
