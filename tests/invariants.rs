@@ -12,6 +12,7 @@
 use std::path::Path;
 
 use spillway::engine::capture::{Capture, Limits, SpillPolicy};
+use spillway::engine::driver::Engine;
 use spillway::engine::highlight::Patterns;
 use spillway::engine::normalise::{NormaliseOptions, Normaliser, normalise};
 use spillway::engine::preview::CliSteps;
@@ -258,21 +259,15 @@ struct Run {
 
 /// Runs the engine over the case's input cut at `cuts`, spilling into `root`.
 fn run(case: &EngineCase<'_>, cuts: &[usize], root: &Path) -> Run {
-    let mut normaliser = Normaliser::new(case.opts);
     let dir = DataDir::open(root).expect("data dir");
     let highlights = case.highlights.then(Patterns::defaults);
-    let mut capture =
-        Capture::new(case.limits, SpillPolicy::Always(dir)).with_highlights(highlights);
-    let mut text = String::new();
+    let capture = Capture::new(case.limits, SpillPolicy::Always(dir)).with_highlights(highlights);
+    let mut engine = Engine::new(Normaliser::new(case.opts), capture);
     for piece in pieces(case.input, cuts) {
-        normaliser.feed(piece, &mut text);
-        capture.write(&text);
-        text.clear();
+        engine.feed(piece);
     }
-    normaliser.finish(&mut text);
-    capture.write(&text);
-    capture.finish();
-    let preview = Preview::build_with(&capture.view(), case.direction, &CliSteps, case.max_tokens);
+    engine.finish();
+    let preview = engine.preview(case.direction, case.max_tokens);
     let path = preview.spill_path.as_ref().expect("a spill path");
     let spill = std::fs::read_to_string(path).expect("the spill file");
     Run { preview, spill }

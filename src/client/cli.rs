@@ -24,15 +24,15 @@ use crate::client::live_cli::{self, LiveRunArgs};
 use crate::client::ops;
 use crate::client::run_request::{self, ToRun};
 use crate::engine::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
+use crate::engine::driver::Engine;
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
-use crate::engine::preview::CliSteps;
 use crate::engine::redact::Redactor;
 use crate::protocol::{
     Direction, Event, GrepRequest, HistoryRequest, Preview, PurgeRequest, Request, RunId,
     RunRequest, RunStatus, ShowRequest, StatusFilter,
 };
-use crate::storage::index::{INDEX_FILE, Index, NewRun, RunEnd};
+use crate::storage::index::{Ending, INDEX_FILE, Index, NewRun, RunEnd};
 use crate::storage::purge::PurgePolicy;
 use crate::storage::read::{self, ReadRequest};
 use crate::storage::spill::{DATA_DIR_ENV, DataDir};
@@ -470,33 +470,29 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let started_at = Utc::now();
     let limits = Limits::new(args.limits.max_lines, args.limits.max_bytes)?;
     let root = DataDir::locate(args.data_dir.as_deref())?;
-    let mut normaliser = Normaliser::new(NormaliseOptions {
+    let normaliser = Normaliser::new(NormaliseOptions {
         raw: args.raw,
         ..NormaliseOptions::default()
     });
-    let mut capture = Capture::new(limits, SpillPolicy::WhenTruncated(DataDir::at(&root)))
+    let capture = Capture::new(limits, SpillPolicy::WhenTruncated(DataDir::at(&root)))
         .with_spill_cap(args.max_spill)
         .with_highlights(args.highlights.patterns()?);
+    let mut engine = Engine::new(normaliser, capture);
     let mut stdin = io::stdin().lock();
     let mut buf = vec![0u8; READ_CHUNK];
-    let mut text = String::new();
     loop {
-        let n = match stdin.read(&mut buf) {
+        match stdin.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => n,
+            Ok(n) => engine.feed(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e).context("reading standard input"),
-        };
-        let newlines = normaliser.feed(&buf[..n], &mut text);
-        capture.write_owned(&mut text, newlines);
+        }
     }
-    let newlines = normaliser.finish(&mut text);
-    capture.write_owned(&mut text, newlines);
-    capture.finish();
+    engine.finish();
     let max_tokens = args
         .max_tokens
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let mut preview = Preview::build_with(&capture.view(), args.direction, &CliSteps, max_tokens);
+    let mut preview = engine.preview(args.direction, max_tokens);
     if !args.redact.no_redact {
         preview.redact(Redactor::builtin());
     }
@@ -756,21 +752,12 @@ fn register_truncated(
             break id;
         }
     };
-    let spill_bytes = std::fs::metadata(spill).map_or(0, |m| m.len());
-    index.finish_run(
-        &id,
-        &RunEnd {
-            ended_at: Utc::now(),
-            status: RunStatus::Exited,
-            exit_code: None,
-            signal: None,
-            total_lines: preview.total_lines,
-            total_bytes: preview.total_bytes,
-            truncated: preview.truncated,
-            spill_bytes,
-            spill_complete: spill_bytes == preview.total_bytes,
-            spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
-        },
-    )?;
+    let ending = Ending {
+        ended_at: Utc::now(),
+        status: RunStatus::Exited,
+        exit_code: None,
+        signal: None,
+    };
+    index.finish_run(&id, &RunEnd::new(ending, preview))?;
     Ok(())
 }

@@ -43,7 +43,7 @@ use crate::protocol::{
     PROTOCOL_VERSION, PongEvent, PurgeReport, PurgeRequest, Request, RunId, RunRecord, RunRequest,
     ShowEvent, ShowRequest, StatsEvent, StreamMode, parse_request,
 };
-use crate::storage::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow};
+use crate::storage::index::{Ending, HistoryFilter, Index, IndexError, RunEnd, RunRow};
 use crate::storage::purge::{self, PurgePolicy};
 use crate::storage::read::{self, ReadError, ReadRequest};
 use crate::storage::space::Space;
@@ -728,25 +728,13 @@ impl Daemon {
 
     /// Completes a run's record (see [`Recorder`]: a busy index delays it, never loses it).
     async fn record_end(&self, id: &RunId, finished: &Finished) {
-        let preview = &finished.preview;
-        // The file's size says what really reached the disk.
-        let spill_bytes = preview
-            .spill_path
-            .as_ref()
-            .and_then(|p| std::fs::metadata(p).ok())
-            .map_or(0, |m| m.len());
-        let end = RunEnd {
+        let ending = Ending {
             ended_at: finished.ended_at,
             status: finished.status,
             exit_code: finished.exit_code,
             signal: finished.signal,
-            total_lines: preview.total_lines,
-            total_bytes: preview.total_bytes,
-            truncated: preview.truncated,
-            spill_bytes,
-            spill_complete: preview.spill_path.is_some() && spill_bytes == preview.total_bytes,
-            spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
         };
+        let end = RunEnd::new(ending, &finished.preview);
         self.recorder.record(Record::End(id.clone(), end)).await;
     }
 }

@@ -8,6 +8,7 @@
 //! sockets.
 
 pub mod capture;
+pub mod driver;
 pub mod highlight;
 pub mod normalise;
 pub(crate) mod outline;

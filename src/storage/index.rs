@@ -42,7 +42,7 @@ use rusqlite::{
 use rusqlite_migration::{M, Migrations};
 use serde::Serialize;
 
-use crate::protocol::{IndexStats, RunId, RunRecord, RunStatus, StatusFilter};
+use crate::protocol::{IndexStats, Preview, RunId, RunRecord, RunStatus, StatusFilter};
 
 /// The index's file name; it lives in the data directory.
 pub const INDEX_FILE: &str = "index.sqlite3";
@@ -273,6 +273,41 @@ pub struct RunEnd {
     pub spill_bytes: u64,
     pub spill_complete: bool,
     pub spill_capped_at_line: Option<u64>,
+}
+
+/// How a run ended, as its status says.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending {
+    pub ended_at: DateTime<Utc>,
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl RunEnd {
+    /// The record of a run that ended so, with `preview` its final preview: the one place a
+    /// run's end is made, for the daemon's runs and `spillway truncate`'s alike. The spill's
+    /// size is read from the file, since that says what really reached the disk; the spill is
+    /// complete when it holds every byte of the output.
+    pub fn new(ending: Ending, preview: &Preview) -> RunEnd {
+        let spill_bytes = preview
+            .spill_path
+            .as_ref()
+            .and_then(|path| std::fs::metadata(path).ok())
+            .map_or(0, |meta| meta.len());
+        RunEnd {
+            ended_at: ending.ended_at,
+            status: ending.status,
+            exit_code: ending.exit_code,
+            signal: ending.signal,
+            total_lines: preview.total_lines,
+            total_bytes: preview.total_bytes,
+            truncated: preview.truncated,
+            spill_bytes,
+            spill_complete: preview.spill_path.is_some() && spill_bytes == preview.total_bytes,
+            spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
+        }
+    }
 }
 
 /// What a run known only by its spill file is recorded as ([`Index::insert_recovered`]).

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 
 use crate::engine::capture::{Capture, Limits};
+use crate::engine::driver::Engine;
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::Normaliser;
-use crate::engine::preview::CliSteps;
 use crate::engine::snapshot::{self, Cursor};
 use crate::protocol::{Direction, Preview};
 use crate::supervisor::input::{Input, InputError, Keys};
@@ -42,26 +42,6 @@ pub struct RawChunk {
     pub committed: u64,
 }
 
-/// The reader's working state.
-struct Pipeline {
-    normaliser: Normaliser,
-    capture: Capture,
-    /// The normaliser's output buffer, reused.
-    text: String,
-}
-
-impl Pipeline {
-    /// Normalises `chunk` into the capture, or with `None` the end of the output (the line
-    /// still pending, and what a screen-drawing program left on the screen).
-    fn take(&mut self, chunk: Option<&[u8]>) {
-        let newlines = match chunk {
-            Some(chunk) => self.normaliser.feed(chunk, &mut self.text),
-            None => self.normaliser.finish(&mut self.text),
-        };
-        self.capture.write_owned(&mut self.text, newlines);
-    }
-}
-
 /// How a run's previews are shaped: what a preview of part of its output (`wait --new`)
 /// needs to look like the run's own.
 #[derive(Debug, Clone)]
@@ -74,7 +54,7 @@ pub struct Shape {
 
 /// A run's live state; see the module docs.
 pub struct Live {
-    pipeline: Mutex<Pipeline>,
+    engine: Mutex<Engine>,
     shape: Arc<Shape>,
     /// The token budget of the final preview, if the run asked for one.
     max_tokens: Option<usize>,
@@ -163,11 +143,7 @@ impl Live {
             (None, None)
         };
         Live {
-            pipeline: Mutex::new(Pipeline {
-                normaliser,
-                capture,
-                text: String::new(),
-            }),
+            engine: Mutex::new(Engine::new(normaliser, capture)),
             shape,
             max_tokens,
             spill_path,
@@ -183,8 +159,8 @@ impl Live {
         }
     }
 
-    fn pipeline(&self) -> MutexGuard<'_, Pipeline> {
-        lock(&self.pipeline)
+    fn engine(&self) -> MutexGuard<'_, Engine> {
+        lock(&self.engine)
     }
 
     /// The reader's way in: one chunk of output as read.
@@ -192,9 +168,9 @@ impl Live {
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         self.last_output_ms.store(ms, Ordering::Relaxed);
         let (bytes, lines) = {
-            let mut pipeline = self.pipeline();
-            pipeline.take(Some(chunk));
-            pipeline.capture.totals()
+            let mut engine = self.engine();
+            engine.feed(chunk);
+            engine.capture().totals()
         };
         self.publish(bytes, lines);
         if let Some(raw) = &self.raw
@@ -219,7 +195,7 @@ impl Live {
 
     /// The reader is about to wait for output: the spill gets what has been gathered.
     pub fn pause(&self) {
-        self.pipeline().capture.hand_off();
+        self.engine().capture_mut().hand_off();
     }
 
     /// The output has ended: commits the last line, flushes the spill, closes the input, and
@@ -232,13 +208,10 @@ impl Live {
             input.take();
         }
         let (preview, (bytes, lines)) = {
-            let mut pipeline = self.pipeline();
-            pipeline.take(None);
-            pipeline.capture.finish();
-            let view = pipeline.capture.view();
-            let preview =
-                Preview::build_with(&view, self.shape.direction, &CliSteps, self.max_tokens);
-            (preview, pipeline.capture.totals())
+            let mut engine = self.engine();
+            engine.finish();
+            let preview = engine.preview(self.shape.direction, self.max_tokens);
+            (preview, engine.capture().totals())
         };
         self.publish(bytes, lines);
         preview
@@ -247,11 +220,10 @@ impl Live {
     /// A preview of everything so far, the line being written included. Blocks while the
     /// reader holds the capture (for one chunk), so call it off the async runtime.
     pub fn snapshot(&self) -> Snapshot {
-        let mut guard = self.pipeline();
-        let p = &mut *guard;
-        p.capture.hand_off();
-        let view = p.capture.view();
-        let pending = p.normaliser.pending_line();
+        let mut engine = self.engine();
+        engine.capture_mut().hand_off();
+        let view = engine.capture().view();
+        let pending = engine.normaliser().pending_line();
         let preview = snapshot::with_pending(&view, pending, self.shape.direction);
         let cursor = if view.total_bytes == 0 || view.ends_with_newline() {
             Cursor {
@@ -271,7 +243,7 @@ impl Live {
             cursor,
             stats: self.stats(),
         };
-        drop(guard);
+        drop(engine);
         snapshot
     }
 

@@ -1,0 +1,67 @@
+//! The engine driven as one: terminal bytes in, a capture and its preview out. Every way
+//! output enters spillway goes through this (`spillway truncate`'s standard input, a run's
+//! reader thread, the benches and the fuzz targets), so they cannot drift apart in how the
+//! normaliser hands text to the capture or how the end of the output is taken.
+
+use crate::engine::capture::Capture;
+use crate::engine::normalise::Normaliser;
+use crate::engine::preview::CliSteps;
+use crate::protocol::{Direction, Preview};
+
+/// A normaliser feeding a capture, with the buffer between them reused.
+pub struct Engine {
+    normaliser: Normaliser,
+    capture: Capture,
+    /// The normaliser's output, handed to the capture and cleared after each chunk.
+    text: String,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("capture", &self.capture)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    pub fn new(normaliser: Normaliser, capture: Capture) -> Engine {
+        Engine {
+            normaliser,
+            capture,
+            text: String::new(),
+        }
+    }
+
+    /// One chunk of output as the program wrote it.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let newlines = self.normaliser.feed(chunk, &mut self.text);
+        self.capture.write_owned(&mut self.text, newlines);
+    }
+
+    /// The end of the output: the line still pending, what a screen-drawing program left on
+    /// the screen, and the spill flushed and closed.
+    pub fn finish(&mut self) {
+        let newlines = self.normaliser.finish(&mut self.text);
+        self.capture.write_owned(&mut self.text, newlines);
+        self.capture.finish();
+    }
+
+    /// The preview of the output so far (of all of it after [`Engine::finish`]), its notice
+    /// worded for the command line, within `max_tokens` when given.
+    pub fn preview(&self, direction: Direction, max_tokens: Option<usize>) -> Preview {
+        Preview::build_with(&self.capture.view(), direction, &CliSteps, max_tokens)
+    }
+
+    pub fn capture(&self) -> &Capture {
+        &self.capture
+    }
+
+    pub fn capture_mut(&mut self) -> &mut Capture {
+        &mut self.capture
+    }
+
+    pub fn normaliser(&self) -> &Normaliser {
+        &self.normaliser
+    }
+}
