@@ -192,3 +192,60 @@ fn previews_through_the_daemon_hold_rules_one_to_three_and_five() {
         })
         .unwrap();
 }
+
+/// Next steps worded as a tool call with an id, the way a front end other than the command
+/// line words them.
+struct ToolSteps;
+
+impl spillway::protocol::NextStep for ToolSteps {
+    fn read_from(&self, _spill: &std::path::Path, line: u64) -> String {
+        format!("call read(offset={line})")
+    }
+
+    fn search(&self, _spill: &std::path::Path, pattern: &str) -> String {
+        format!("call grep(pattern={pattern:?})")
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    /// A preview's next steps, reworded where its facts say they stand, read exactly as a
+    /// preview built with that wording from the start, before and after its text is redacted
+    /// (which changes the length of what comes before them).
+    #[test]
+    fn next_steps_reworded_by_their_facts_equal_steps_built_so(
+        input in input(),
+        secret_at in any::<prop::sample::Index>(),
+        max_lines in 1u64..30,
+        max_bytes in 200u64..3000,
+        dir in direction(),
+    ) {
+        use spillway::engine::driver::Engine;
+        use spillway::engine::normalise::Normaliser;
+        use spillway::engine::preview::CliSteps;
+        use spillway::protocol::Preview;
+
+        let mut input = input;
+        let secret = b"\nAWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n";
+        let at = secret_at.index(input.len() + 1);
+        input.splice(at..at, secret.iter().copied());
+        let tmp = tempfile::tempdir().unwrap();
+        let dir_data = DataDir::open(tmp.path()).unwrap();
+        let capture = Capture::new(Limits::new(max_lines, max_bytes).unwrap(), SpillPolicy::Always(dir_data));
+        let mut engine = Engine::new(Normaliser::new(NormaliseOptions::default()), capture);
+        engine.feed(&input);
+        engine.finish();
+        let view = engine.capture().view();
+        let cli = Preview::build(&view, dir, &CliSteps);
+        let tool = Preview::build(&view, dir, &ToolSteps);
+        prop_assert_eq!(cli.reworded(&ToolSteps), tool.content.clone());
+        prop_assert_eq!(cli.next.is_some(), cli.truncated && cli.spill_path.is_some());
+
+        let redactor = spillway::engine::redact::Redactor::builtin();
+        let (mut cli_r, mut tool_r) = (cli.clone(), tool.clone());
+        cli_r.redact(redactor);
+        tool_r.redact(redactor);
+        prop_assert_eq!(cli_r.reworded(&ToolSteps), tool_r.content);
+    }
+}

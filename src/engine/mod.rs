@@ -13,7 +13,7 @@ pub mod highlight;
 pub mod normalise;
 pub(crate) mod outline;
 pub mod preview;
-pub(crate) mod redact;
+pub mod redact;
 pub(crate) mod scanner;
 pub(crate) mod snapshot;
 pub mod tokens;
