@@ -12,7 +12,9 @@
 //! exit), `recover` what it puts right after a daemon died, `space` the disk under the data
 //! directory (the floor and the reserve that keep the index writable), `config` where the
 //! socket is, `spill` the data directory and spill files, `read` paging through a spill, and
-//! `cli` the command-line edge.
+//! `cli` the command-line edge. `tokens` counts model tokens: previews' token budgets, and the
+//! accounting `stats` reports of what each run's output and preview cost, grouped by
+//! `command_key`.
 //!
 //! Runs in flight: `live` holds what a run's reader has made of its output so far (shared with
 //! the daemon), `snapshot` previews it while it goes on, `follow` tails its spill file, `input`
@@ -30,6 +32,7 @@ pub mod allocator;
 pub mod capture;
 pub mod cli;
 pub mod client;
+pub mod command_key;
 pub mod config;
 pub mod daemon;
 pub mod follow;
