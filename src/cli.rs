@@ -18,7 +18,7 @@ use crate::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, Spil
 use crate::client::{Connection, Endpoint};
 use crate::config::{SOCKET_ENV, socket_path};
 use crate::highlight::Patterns;
-use crate::index::{INDEX_FILE, Index, NewRun, RunEnd};
+use crate::index::{INDEX_FILE, Index, NewRun, RunEnd, RunTokens};
 use crate::live_cli::{self, LiveRunArgs};
 use crate::normalise::{NormaliseOptions, Normaliser};
 use crate::ops;
@@ -620,6 +620,9 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let mut stdin = io::stdin().lock();
     let mut buf = vec![0u8; READ_CHUNK];
     let mut text = String::new();
+    // A spilled output is registered with its token counts: the tokenizer is built beside
+    // the stream from the moment the output overflows the preview.
+    let mut warmed_up = false;
     loop {
         let n = match stdin.read(&mut buf) {
             Ok(0) => break,
@@ -629,6 +632,10 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
         };
         let newlines = normaliser.feed(&buf[..n], &mut text);
         capture.write_owned(&mut text, newlines);
+        if !warmed_up && capture.is_spilling() {
+            crate::tokens::warm_up();
+            warmed_up = true;
+        }
     }
     let newlines = normaliser.finish(&mut text);
     capture.write_owned(&mut text, newlines);
@@ -641,7 +648,7 @@ fn truncate(args: TruncateArgs) -> Result<ExitCode> {
         preview.redact(Redactor::builtin());
     }
     if let Some(spill) = &preview.spill_path
-        && let Err(e) = register_truncated(&root, spill, &preview, started_at)
+        && let Err(e) = register_truncated(&root, spill, &preview, &capture, started_at)
     {
         eprintln!(
             "spillway: warning: the spill is not in the index ({e:#}); a purge may remove it"
@@ -948,8 +955,16 @@ fn register_truncated(
     root: &std::path::Path,
     spill: &str,
     preview: &Preview,
+    capture: &Capture,
     started_at: DateTime<Utc>,
 ) -> Result<()> {
+    let output_tokens = capture.output_tokens();
+    let preview_tokens = crate::tokens::measure(&preview.content);
+    let tokens = RunTokens {
+        output: output_tokens.tokens,
+        preview: preview_tokens.tokens,
+        output_estimated: output_tokens.estimated || preview_tokens.estimated,
+    };
     let mut index = Index::open(&root.join(INDEX_FILE))?;
     let id = loop {
         let id = RunId::generate();
@@ -984,6 +999,7 @@ fn register_truncated(
             spill_bytes,
             spill_complete: spill_bytes == preview.total_bytes,
             spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
+            tokens: Some(tokens),
         },
     )?;
     Ok(())

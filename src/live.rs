@@ -27,6 +27,7 @@ use crate::input::{Input, InputError, Keys};
 use crate::normalise::Normaliser;
 use crate::preview::{CliSteps, Direction, Preview};
 use crate::snapshot::{self, Cursor};
+use crate::tokens;
 
 /// Raw chunks a raw stream may fall behind by before it loses some (at most 4 KiB each from
 /// a PTY, so about 4 MiB).
@@ -221,8 +222,9 @@ impl Live {
     }
 
     /// The output has ended: commits the last line, flushes the spill, closes the input, and
-    /// returns the final preview. The raw channel closes when `self` is dropped.
-    pub fn finish(&self) -> Preview {
+    /// returns the final preview with the whole output's model tokens (see
+    /// [`Capture::output_tokens`]). The raw channel closes when `self` is dropped.
+    pub fn finish(&self) -> (Preview, tokens::Count) {
         self.ended.store(true, Ordering::SeqCst);
         // A send in progress holds the input: it sees `ended` and lets go; the descriptor is
         // closed with `self` then.
@@ -239,7 +241,9 @@ impl Live {
             (preview, pipeline.capture.totals())
         };
         self.publish(bytes, lines);
-        preview
+        // Followers have been told the output is complete: counting makes only the exit wait.
+        let tokens = self.pipeline().capture.output_tokens();
+        (preview, tokens)
     }
 
     /// A preview of everything so far, the line being written included. Blocks while the

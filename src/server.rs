@@ -36,7 +36,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::highlight::Patterns;
-use crate::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow, StatusFilter};
+use crate::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow, RunTokens, StatusFilter};
 use crate::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, ExitEvent, HistoryEvent, HistoryRequest, MAX_REQUEST_BYTES,
@@ -51,6 +51,7 @@ use crate::spill::DataDir;
 use crate::supervisor::cgroup::{CgroupTree, Containment};
 use crate::supervisor::limits::Resources;
 use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
+use crate::tokens;
 
 use self::grep::{grep, grep_permits};
 use self::live::{RecentRun, RunEntry, Session};
@@ -140,6 +141,8 @@ impl Daemon {
         records: Index,
         settings: Settings,
     ) -> std::io::Result<Self> {
+        // Every run's end counts tokens: the tokenizer's ~120 ms build is better paid now.
+        tokens::warm_up();
         let cgroups = settings.containment.tree(data_dir.root()).map(Arc::new);
         sweep_interrupted(settings.interrupted, cgroups.clone(), settings.kill_grace);
         Ok(Daemon {
@@ -752,8 +755,18 @@ impl Daemon {
     }
 
     /// Completes a run's record (see [`Recorder`]: a busy index delays it, never loses it).
+    /// `finished.preview` is the one clients are given (annotated), whose tokens are counted
+    /// here: cheap, as previews are bounded (and measured from a sample past
+    /// [`tokens::EXACT_MAX_BYTES`], which only a `max_bytes` over it allows).
     async fn record_end(&self, id: &RunId, finished: &Finished) {
         let preview = &finished.preview;
+        let content = preview.content.clone();
+        let counted = tokio::task::spawn_blocking(move || tokens::measure(&content)).await;
+        let tokens = counted.ok().map(|preview_tokens| RunTokens {
+            output: finished.output_tokens.tokens,
+            preview: preview_tokens.tokens,
+            output_estimated: finished.output_tokens.estimated || preview_tokens.estimated,
+        });
         // The file's size says what really reached the disk.
         let spill_bytes = preview
             .spill_path
@@ -771,6 +784,7 @@ impl Daemon {
             spill_bytes,
             spill_complete: preview.spill_path.is_some() && spill_bytes == preview.total_bytes,
             spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
+            tokens,
         };
         self.recorder.record(Record::End(id.clone(), end)).await;
     }
@@ -789,14 +803,19 @@ fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-fn exit_event(id: RunId, mut f: Finished) -> Event {
-    let duration_ms = (f.ended_at - f.started_at).num_milliseconds().max(0) as u64;
+/// Tells the model, in the preview's notice, what was stopped and which limits were hit.
+fn annotate(f: &mut Finished) {
     crate::leftovers::annotate(
         &mut f.preview,
         &f.stopped,
         &f.limits_hit,
         f.limits_note.as_deref(),
     );
+}
+
+/// The `exit` event of a run whose preview has been [`annotate`]d.
+fn exit_event(id: RunId, f: Finished) -> Event {
+    let duration_ms = (f.ended_at - f.started_at).num_milliseconds().max(0) as u64;
     Event::Exit(Box::new(ExitEvent {
         id,
         status: f.status,
