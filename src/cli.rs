@@ -18,7 +18,9 @@ use crate::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, Spil
 use crate::client::{Connection, Endpoint};
 use crate::config::{SOCKET_ENV, socket_path};
 use crate::highlight::Patterns;
-use crate::index::{INDEX_FILE, Index, NewRun, RunEnd, RunTokens};
+use crate::index::{
+    INDEX_FILE, Index, NewRun, RunEnd, RunTokens, TOKEN_STATS_COMMANDS, TOKEN_STATS_DAYS,
+};
 use crate::live_cli::{self, LiveRunArgs};
 use crate::normalise::{NormaliseOptions, Normaliser};
 use crate::ops;
@@ -186,6 +188,14 @@ struct GrepArgs {
 struct StatsArgs {
     #[command(flatten)]
     output: OutputArgs,
+    /// Commands in the token table, most tokens saved first [default: 10; with --json, all
+    /// the daemon sends, up to 100].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=TOKEN_STATS_COMMANDS as i64))]
+    top: Option<u16>,
+    /// Days in the token table, today (UTC) included [default: 14; with --json, all the
+    /// daemon sends, up to 90].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(TOKEN_STATS_DAYS)))]
+    days: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -869,7 +879,11 @@ fn grep(args: GrepArgs) -> Result<ExitCode> {
 }
 
 fn stats(args: StatsArgs) -> Result<ExitCode> {
-    ops::stats(&args.output.endpoint.resolve()?, args.output.json)
+    let tables = ops::TokenTables {
+        top: args.top.map(usize::from),
+        days: args.days,
+    };
+    ops::stats(&args.output.endpoint.resolve()?, args.output.json, tables)
 }
 
 fn purge(args: PurgeArgs) -> Result<ExitCode> {

@@ -15,7 +15,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::grep::GrepResult;
-use crate::index::{IndexStats, RunRow};
+use crate::index::{IndexStats, RunRow, TokenStats};
 use crate::preview::{Direction, Preview};
 use crate::purge::PurgeReport;
 
@@ -658,6 +658,9 @@ pub struct StatsEvent {
     pub max_disk: u64,
     pub retention_ms: u64,
     pub data_dir: String,
+    /// What runs' outputs and previews cost in model tokens; absent from an older daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenStats>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -36,7 +36,10 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::highlight::Patterns;
-use crate::index::{HistoryFilter, Index, IndexError, RunEnd, RunRow, RunTokens, StatusFilter};
+use crate::index::{
+    HistoryFilter, Index, IndexError, RunEnd, RunRow, RunTokens, StatusFilter,
+    TOKEN_STATS_COMMANDS, TOKEN_STATS_DAYS,
+};
 use crate::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, ExitEvent, HistoryEvent, HistoryRequest, MAX_REQUEST_BYTES,
@@ -689,7 +692,15 @@ async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
 
 async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
     let index = daemon.with_index(|index| index.stats()).await?;
+    // The token accounting's days: today (UTC) and the ones before it.
+    let today = chrono::Utc::now().date_naive();
+    let first_day = today - chrono::Days::new(u64::from(TOKEN_STATS_DAYS - 1));
+    let since = first_day.and_time(chrono::NaiveTime::MIN).and_utc();
+    let tokens = daemon
+        .with_index(move |index| index.token_stats(TOKEN_STATS_COMMANDS, since))
+        .await?;
     Ok(Event::Stats(StatsEvent {
+        tokens: Some(tokens),
         index,
         max_disk: daemon.policy.max_disk,
         retention_ms: u64::try_from(daemon.policy.retention.as_millis()).unwrap_or(u64::MAX),
