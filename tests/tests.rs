@@ -21,4 +21,5 @@ mod runaway;
 mod screen;
 mod servers;
 mod supervisor;
+mod tokens;
 mod truncate_cli;
