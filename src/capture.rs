@@ -286,24 +286,30 @@ impl Capture {
     }
 
     /// The model tokens of the whole output; call once it has ended ([`Capture::finish`]).
-    ///
-    /// Counted exactly up to [`tokens::EXACT_MAX_BYTES`]: from the head when it holds the
-    /// whole output, else read back from the spill file (which holds every byte once
-    /// flushed, unless it was capped or failed). Past the bound, or when the spill cannot
-    /// give the output back, estimated from the sampler: counting hundreds of MB would take
-    /// longer than producing them (see [`tokens::EXACT_MAX_BYTES`]).
     pub fn output_tokens(&self) -> tokens::Count {
-        if self.head.len() as u64 == self.total_bytes {
-            return tokens::measure(&String::from_utf8_lossy(&self.head));
+        self.output_text().count()
+    }
+
+    /// What counting the whole output's tokens takes ([`tokens::OutputText`]); call once it
+    /// has ended. Cheap: it counts nothing.
+    ///
+    /// The whole output up to [`tokens::EXACT_MAX_BYTES`], to be counted exactly: the head
+    /// when it holds all of it, else read back from the spill file (which holds every byte
+    /// once flushed, unless it was capped or failed). Past the bound, or when the spill
+    /// cannot give the output back, the sampler's samples, to estimate from: counting
+    /// hundreds of MB would take longer than producing them.
+    pub fn output_text(&self) -> tokens::OutputText {
+        if self.total_bytes <= tokens::EXACT_MAX_BYTES as u64 {
+            if self.head.len() as u64 == self.total_bytes {
+                return tokens::OutputText::Whole(String::from_utf8_lossy(&self.head).into_owned());
+            }
+            if let Some(text) = self.spilled_text() {
+                return tokens::OutputText::Whole(text);
+            }
         }
-        if self.total_bytes <= tokens::EXACT_MAX_BYTES as u64
-            && let Some(text) = self.spilled_text()
-        {
-            return tokens::measure(&text);
-        }
-        tokens::Count {
-            tokens: self.sampler.estimate(self.total_bytes),
-            estimated: true,
+        tokens::OutputText::Sampled {
+            samples: self.sampler.samples(),
+            total_bytes: self.total_bytes,
         }
     }
 
@@ -322,11 +328,6 @@ impl Capture {
             .read_to_string(&mut text)
             .ok()?;
         (text.len() as u64 == self.total_bytes).then_some(text)
-    }
-
-    /// Whether a spill file is being written (the output no longer fits the preview).
-    pub fn is_spilling(&self) -> bool {
-        matches!(self.spill, Spill::Open(_))
     }
 
     /// Lends what the preview needs.

@@ -503,6 +503,28 @@ impl Index {
         Ok(())
     }
 
+    /// Records a finished run's tokens, counted after its end was recorded (`spillway
+    /// truncate` leaves them to a child process). An unknown id is an error
+    /// (`QueryReturnedNoRows`).
+    pub fn record_tokens(&mut self, id: &RunId, tokens: &RunTokens) -> Result<(), IndexError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE runs SET output_tokens = ?2, preview_tokens = ?3, \
+                 output_tokens_estimated = ?4 WHERE id = ?1",
+            )?
+            .execute(params![
+                id.as_str(),
+                int(tokens.output),
+                int(tokens.preview),
+                tokens.output_estimated
+            ])?;
+        if changed == 0 {
+            return Err(rusqlite::Error::QueryReturnedNoRows.into());
+        }
+        Ok(())
+    }
+
     /// The run with this id, if it is recorded.
     pub fn get(&self, id: &RunId) -> Result<Option<RunRow>, IndexError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?1");
@@ -2286,6 +2308,40 @@ pub(crate) mod tests {
                 "{plan}"
             );
         }
+    }
+
+    #[test]
+    fn tokens_counted_after_the_end_are_recorded() {
+        let (_dir, mut index) = open_temp();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        index
+            .finish_run(&id(1), &end(RunStatus::Exited, None, 10))
+            .unwrap();
+        assert_eq!(index.token_stats(10, at(0)).unwrap().runs_without_tokens, 1);
+        let tokens = RunTokens {
+            output: 70,
+            preview: 20,
+            output_estimated: false,
+        };
+        index.record_tokens(&id(1), &tokens).unwrap();
+        let row = index.get(&id(1)).unwrap().unwrap();
+        assert_eq!(
+            (
+                row.output_tokens,
+                row.preview_tokens,
+                row.output_tokens_estimated
+            ),
+            (Some(70), Some(20), Some(false))
+        );
+        assert_eq!(
+            index.token_stats(10, at(0)).unwrap().totals,
+            totals(1, 70, 20, 0)
+        );
+        let error = index.record_tokens(&id(2), &tokens).unwrap_err();
+        assert!(matches!(
+            error,
+            IndexError::Sql(rusqlite::Error::QueryReturnedNoRows)
+        ));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use std::sync::OnceLock;
 
+use serde::{Deserialize, Serialize};
 use tiktoken_rs::CoreBPE;
 
 /// Largest text counted exactly; anything longer is estimated from a sample of it.
@@ -164,24 +165,72 @@ impl Sampler {
     /// The tokens of a stream of `total_bytes` bytes, the samples' tokens per byte scaled up
     /// (the tokens themselves when the samples hold the whole stream).
     pub fn estimate(&self, total_bytes: u64) -> u64 {
-        let (tokens, bytes) = self
-            .samples
-            .iter()
-            .fold((0u64, 0u64), |(tokens, bytes), sample| {
-                let text = String::from_utf8_lossy(sample);
-                (tokens + count(&text) as u64, bytes + sample.len() as u64)
-            });
-        if bytes == 0 {
-            return 0;
+        self.samples().estimate(total_bytes)
+    }
+
+    /// The samples as text, to be counted later or elsewhere.
+    pub fn samples(&self) -> Samples {
+        Samples {
+            texts: self
+                .samples
+                .iter()
+                .map(|sample| String::from_utf8_lossy(sample).into_owned())
+                .collect(),
+            bytes: self.sampled_bytes() as u64,
         }
-        (u128::from(tokens) * u128::from(total_bytes) / u128::from(bytes))
-            .try_into()
-            .unwrap_or(u64::MAX)
     }
 
     /// Bytes held in samples.
     pub fn sampled_bytes(&self) -> usize {
         self.samples.iter().map(Vec::len).sum()
+    }
+}
+
+/// A [`Sampler`]'s samples: their text (a sample may begin or end inside a character, which
+/// then reads as U+FFFD) and how many bytes of output they hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Samples {
+    texts: Vec<String>,
+    bytes: u64,
+}
+
+impl Samples {
+    /// See [`Sampler::estimate`].
+    pub fn estimate(&self, total_bytes: u64) -> u64 {
+        let tokens: u64 = self.texts.iter().map(|text| count(text) as u64).sum();
+        if self.bytes == 0 {
+            return 0;
+        }
+        (u128::from(tokens) * u128::from(total_bytes) / u128::from(self.bytes))
+            .try_into()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// What counting an output's tokens takes, gathered where the output was captured, without
+/// counting anything: the counting (the slow part) may then happen later or in another
+/// process (`spillway truncate` leaves it to a child, so that it exits as soon as before).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputText {
+    /// The whole output, at most [`EXACT_MAX_BYTES`] (more is [`measure`]d from a sample).
+    Whole(String),
+    /// Samples of an output of `total_bytes` bytes.
+    Sampled { samples: Samples, total_bytes: u64 },
+}
+
+impl OutputText {
+    pub fn count(&self) -> Count {
+        match self {
+            OutputText::Whole(text) => measure(text),
+            OutputText::Sampled {
+                samples,
+                total_bytes,
+            } => Count {
+                tokens: samples.estimate(*total_bytes),
+                estimated: true,
+            },
+        }
     }
 }
 
@@ -256,6 +305,28 @@ mod tests {
         let exact = count(&text) as f64;
         let error = (estimate.tokens as f64 - exact).abs() / exact;
         assert!(error < 0.03, "{} vs {exact}: {error}", estimate.tokens);
+    }
+
+    #[test]
+    fn samples_counted_elsewhere_give_the_same_estimate() {
+        let text = format!("é{}", seq(300_000));
+        let mut sampler = Sampler::new();
+        for piece in text.as_bytes().chunks(1000) {
+            sampler.feed(piece);
+        }
+        let output = OutputText::Sampled {
+            samples: sampler.samples(),
+            total_bytes: text.len() as u64,
+        };
+        let json = serde_json::to_string(&output).unwrap();
+        let back: OutputText = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            back.count(),
+            Count {
+                tokens: sampler.estimate(text.len() as u64),
+                estimated: true
+            }
+        );
     }
 
     #[test]

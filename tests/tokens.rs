@@ -7,7 +7,7 @@ use std::process::Output;
 use serde_json::Value;
 use spillway::tokens;
 
-use crate::helper::daemon::TestDaemon;
+use crate::helper::daemon::{TestDaemon, wait_for};
 use crate::helper::{numbered, run_with_input, spill_path, stderr, stdout};
 
 fn json_of(out: &Output) -> Value {
@@ -66,7 +66,15 @@ fn runs_record_their_tokens_and_stats_sums_them() {
     truncate.args(["truncate", "--json"]);
     let truncated = run_with_input(truncate, input.as_bytes());
     let truncated = json_of(&truncated);
-    let recorded = history(&daemon);
+    // truncate leaves the count to a child of its own, which records it a moment later.
+    let mut recorded = history(&daemon);
+    wait_for(
+        || {
+            recorded = history(&daemon);
+            recorded.values().all(|r| r["output_tokens"].is_u64())
+        },
+        "the truncate's tokens",
+    );
     assert_eq!(recorded.len(), 5, "{recorded:?}");
 
     // Each run's output tokens are the exact count of its output (as spilled: normalised),
