@@ -25,6 +25,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rusqlite::{Connection, params};
 use spillway::protocol::RunStatus;
 use spillway::protocol::StatusFilter;
+use spillway::storage::command_key::command_key;
+use spillway::storage::index::TOKEN_STATS_COMMANDS;
 use spillway::storage::index::{HistoryFilter, INDEX_FILE, Index};
 use spillway::storage::purge::{PurgePolicy, purge};
 
@@ -129,6 +131,14 @@ fn main() -> BenchResult<()> {
     })?;
     let runs_counted: u64 = stats.iter().flat_map(|s| s.runs_by_status.values()).sum();
     table.row("stats", &format!("{runs_counted} runs"), &times);
+    let mut tokens = None;
+    let since = now - TimeDelta::days(13);
+    let times = repeat(rounds, || {
+        tokens = Some(index.token_stats(TOKEN_STATS_COMMANDS, since)?);
+        Ok(())
+    })?;
+    let summed = tokens.map_or(0, |t| t.totals.runs);
+    table.row("stats: token accounting", &format!("{summed} runs"), &times);
 
     let policy = PurgePolicy {
         retention: Duration::from_secs(23 * 86_400),
@@ -205,9 +215,10 @@ fn build(path: &Path, spills: &Path, runs: u64, now: DateTime<Utc>) -> BenchResu
         let mut run = tx.prepare(
             "INSERT INTO runs (id, argv, shell, command, cwd, tags, started_at, ended_at, status, \
              exit_code, signal, total_lines, total_bytes, truncated, spill_path, spill_name, \
-             spill_bytes, spill_complete, spill_missing, pid, owner_pid) VALUES (?1, ?2, ?3, ?4, \
+             spill_bytes, spill_complete, spill_missing, pid, owner_pid, command_key, \
+             output_tokens, preview_tokens, output_tokens_estimated) VALUES (?1, ?2, ?3, ?4, \
              '/home/me/src/project', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 1, \
-             1, ?17, 4242)",
+             1, ?17, 4242, ?18, ?19, ?20, ?21)",
         )?;
         let mut tag = tx.prepare(
             "INSERT INTO run_tags (run_id, key, value, started_at) VALUES (?1, ?2, ?3, ?4)",
@@ -239,6 +250,11 @@ fn build(path: &Path, spills: &Path, runs: u64, now: DateTime<Utc>) -> BenchResu
                 tags.insert("repo", format!("r{}", random.below(10)));
             }
             let ended_ms = (!running).then(|| started_ms + 100 + random.below(60_000) as i64);
+            // Runs that ended record their tokens (about 4 bytes each; previews of 50 KiB).
+            let ended = !matches!(status, "running" | "interrupted");
+            let output_tokens = ended.then_some(bytes as i64 / 4);
+            let preview_tokens = output_tokens.map(|n| n.min(12_800));
+            let key = command_key(None, Some(&command));
             run.execute(params![
                 id,
                 argv,
@@ -257,6 +273,10 @@ fn build(path: &Path, spills: &Path, runs: u64, now: DateTime<Utc>) -> BenchResu
                 name,
                 bytes as i64,
                 4242 + i64::try_from(i % 30_000)?,
+                key,
+                output_tokens,
+                preview_tokens,
+                ended.then_some(false),
             ])?;
             for (key, value) in &tags {
                 tag.execute(params![id, key, value, started_ms])?;

@@ -8,7 +8,7 @@ use spillway::protocol::{RunId, RunStatus};
 use spillway::storage::index::{HistoryFilter, INDEX_FILE, Index};
 
 /// The versions with a fixture; a new migration adds its file here.
-const VERSIONS: [usize; 3] = [1, 2, 3];
+const VERSIONS: [usize; 4] = [1, 2, 3, 4];
 
 fn fixture(version: usize) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/index-v{version}.sqlite3"))
@@ -64,5 +64,15 @@ fn every_schema_version_opens_migrated_with_its_runs() {
             })
             .unwrap();
         assert_eq!(tagged.len(), 1, "v{version}");
+        // Runs recorded before token counts have none; the one recorded with them keeps them.
+        assert_eq!(row.output_tokens, None, "v{version}");
+        if version >= 4 {
+            let counted: RunId = "20261121-101800-cccc".parse().unwrap();
+            let row = index.get(&counted).unwrap().unwrap();
+            assert_eq!(
+                (row.output_tokens, row.preview_tokens),
+                (Some(21877), Some(3412))
+            );
+        }
     }
 }

@@ -23,4 +23,5 @@ mod runaway;
 mod screen;
 mod servers;
 mod supervisor;
+mod tokens;
 mod truncate_cli;

@@ -15,7 +15,10 @@ use crate::client::Endpoint;
 use crate::client::calls;
 use crate::engine::redact::notice_line;
 use crate::protocol::RunRecord;
-use crate::protocol::{Event, GrepRequest, HistoryRequest, PurgeRequest, RunStatus, ShowRequest};
+use crate::protocol::{
+    Event, GrepRequest, HistoryRequest, PurgeRequest, RunStatus, ShowRequest, TokenStats,
+    TokenTotals,
+};
 use crate::storage::grep::MAX_LINE_CHARS;
 
 pub(crate) fn print_json(event: &Event) -> Result<ExitCode> {
@@ -96,6 +99,33 @@ pub(crate) fn command_table<const N: usize>(
     }
     for (i, column) in table.column_iter_mut().enumerate() {
         column.set_padding((0, if i == N { 0 } else { 2 }));
+    }
+    table
+        .lines()
+        .map(|line| line.trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// An aligned table of `rows` under `header`, `numeric` columns right-aligned, spaced as
+/// [`command_table`]'s.
+fn aligned_table<const N: usize>(
+    header: &[&str; N],
+    rows: &[[String; N]],
+    numeric: &[usize],
+) -> String {
+    let mut table = Table::new();
+    table.load_preset(presets::NOTHING);
+    table.set_header(header.iter());
+    for row in rows {
+        let mut cells: Vec<Cell> = row.iter().map(Cell::new).collect();
+        for &column in numeric {
+            cells[column] = cells[column].clone().set_alignment(CellAlignment::Right);
+        }
+        table.add_row(cells);
+    }
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, if i + 1 == N { 0 } else { 2 }));
     }
     table
         .lines()
@@ -273,9 +303,25 @@ pub fn grep(endpoint: &Endpoint, request: &GrepRequest, json: bool) -> Result<Ex
     Ok(code)
 }
 
-pub fn stats(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
-    let stats = calls::stats(endpoint)?;
+/// How much of the token accounting `stats` shows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokenTables {
+    /// Commands listed, most tokens saved first; `None`: 10 in the table, all in the JSON.
+    pub top: Option<usize>,
+    /// Days listed, today (UTC) included; `None`: 14 in the table, all in the JSON.
+    pub days: Option<u32>,
+}
+
+/// Commands and days the token tables show unless told.
+const DEFAULT_TOP: usize = 10;
+const DEFAULT_DAYS: u32 = 14;
+
+pub fn stats(endpoint: &Endpoint, json: bool, tables: TokenTables) -> Result<ExitCode> {
+    let mut stats = calls::stats(endpoint)?;
     if json {
+        if let Some(tokens) = &mut stats.tokens {
+            keep_rows(tokens, tables.top, tables.days);
+        }
         return print_json(&Event::Stats(stats));
     }
     let index = &stats.index;
@@ -308,7 +354,131 @@ pub fn stats(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
         humantime::format_duration(std::time::Duration::from_millis(stats.retention_ms))
     )?;
     writeln!(out, "data directory: {}", stats.data_dir)?;
+    match &mut stats.tokens {
+        Some(tokens) => {
+            let top = tables.top.unwrap_or(DEFAULT_TOP);
+            let days = tables.days.unwrap_or(DEFAULT_DAYS);
+            keep_rows(tokens, Some(top), Some(days));
+            write!(out, "{}", token_report(tokens, top, days))?;
+        }
+        None => writeln!(
+            out,
+            "tokens: not counted by this daemon (an older spillway)"
+        )?,
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Keeps the `top` first commands and the days of the last `days` (UTC, today included).
+fn keep_rows(tokens: &mut TokenStats, top: Option<usize>, days: Option<u32>) {
+    if let Some(top) = top {
+        tokens.by_command.truncate(top);
+    }
+    if let Some(days) = days {
+        let first = Utc::now().date_naive() - chrono::Days::new(u64::from(days.saturating_sub(1)));
+        let first = first.format("%Y-%m-%d").to_string();
+        // `YYYY-MM-DD` sorts as the dates do.
+        tokens.by_day.retain(|day| day.day >= first);
+    }
+}
+
+/// The token accounting as text: the totals, then a table by command and one by day.
+fn token_report(tokens: &TokenStats, top: usize, days: u32) -> String {
+    let t = &tokens.totals;
+    let mut text = format!(
+        "tokens: {} of output, {} in previews: {} saved ({}) over {} runs",
+        token_figure(t.output_tokens, t.estimated_runs),
+        token_figure(t.preview_tokens, 0),
+        signed_figure(t.saved_tokens),
+        percent(t),
+        t.runs
+    );
+    if tokens.runs_without_tokens > 0 {
+        text.push_str(&format!(
+            "; {} without token counts (running, interrupted or older)",
+            tokens.runs_without_tokens
+        ));
+    }
+    text.push('\n');
+    if t.runs == 0 {
+        return text;
+    }
+    let header = ["RUNS", "OUTPUT", "PREVIEW", "SAVED", "SAVED %"];
+    let row = |t: &TokenTotals| {
+        [
+            t.runs.to_string(),
+            token_figure(t.output_tokens, t.estimated_runs),
+            token_figure(t.preview_tokens, 0),
+            signed_figure(t.saved_tokens),
+            percent(t),
+        ]
+    };
+    let commands: Vec<[String; 5]> = tokens.by_command.iter().map(|c| row(&c.totals)).collect();
+    let names: Vec<&str> = tokens
+        .by_command
+        .iter()
+        .map(|c| {
+            if c.command.is_empty() {
+                "-"
+            } else {
+                c.command.as_str()
+            }
+        })
+        .collect();
+    text.push_str(&format!(
+        "\nby command (top {top} by tokens saved):\n{}\n",
+        command_table(&header, &commands, &names, &[0, 1, 2, 3, 4])
+    ));
+    let by_day: Vec<[String; 6]> = tokens
+        .by_day
+        .iter()
+        .map(|d| {
+            let [runs, output, preview, saved, share] = row(&d.totals);
+            [d.day.clone(), runs, output, preview, saved, share]
+        })
+        .collect();
+    let header = ["DAY (UTC)", "RUNS", "OUTPUT", "PREVIEW", "SAVED", "SAVED %"];
+    text.push_str(&format!(
+        "\nby day (last {days} days):\n{}\n",
+        aligned_table(&header, &by_day, &[1, 2, 3, 4, 5])
+    ));
+    if t.estimated_runs > 0 {
+        text.push_str(&format!(
+            "\n~ includes outputs over {} whose tokens were estimated from a sample\n",
+            ByteSize::b(crate::engine::tokens::EXACT_MAX_BYTES as u64)
+        ));
+    }
+    text
+}
+
+/// A count of tokens, short: `950`, `12.3k`, `4.56M`; `~` before it when some of it was
+/// estimated.
+fn token_figure(n: u64, estimated_runs: u64) -> String {
+    let mark = if estimated_runs > 0 { "~" } else { "" };
+    let figure = match n {
+        0..10_000 => n.to_string(),
+        10_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2}M", n as f64 / 1e6),
+        _ => format!("{:.2}G", n as f64 / 1e9),
+    };
+    format!("{mark}{figure}")
+}
+
+/// [`token_figure`] for a difference, which may be negative.
+fn signed_figure(n: i64) -> String {
+    let figure = token_figure(n.unsigned_abs(), 0);
+    if n < 0 { format!("-{figure}") } else { figure }
+}
+
+/// The share of the output's tokens the previews saved.
+fn percent(t: &TokenTotals) -> String {
+    if t.output_tokens == 0 {
+        return "-".into();
+    }
+    format!(
+        "{:.1}%",
+        t.saved_tokens as f64 * 100.0 / t.output_tokens as f64
+    )
 }
 
 pub fn purge(endpoint: &Endpoint, request: &PurgeRequest, json: bool) -> Result<ExitCode> {

@@ -38,12 +38,16 @@ use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
 use crate::engine::redact::Redactor;
+use crate::engine::tokens;
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, ExitEvent, HistoryEvent, HistoryRequest, MAX_REQUEST_BYTES,
     PROTOCOL_VERSION, PongEvent, PurgeReport, PurgeRequest, Request, RunId, RunRecord, RunRequest,
     ShowEvent, ShowRequest, StatsEvent, StreamMode, parse_request,
 };
-use crate::storage::index::{Ending, HistoryFilter, Index, IndexError, RunEnd, RunRow};
+use crate::storage::index::{
+    Ending, HistoryFilter, Index, IndexError, RunEnd, RunRow, RunTokens, TOKEN_STATS_COMMANDS,
+    TOKEN_STATS_DAYS,
+};
 use crate::storage::purge::{self, PurgePolicy};
 use crate::storage::read::{self, ReadError, ReadRequest};
 use crate::storage::space::Space;
@@ -141,6 +145,8 @@ impl Daemon {
         records: Index,
         settings: Settings,
     ) -> std::io::Result<Self> {
+        // Every run's end counts tokens: the tokenizer's ~120 ms build is better paid now.
+        tokens::warm_up();
         let cgroups = settings.containment.tree(data_dir.root()).map(Arc::new);
         sweep_interrupted(settings.interrupted, cgroups.clone(), settings.kill_grace);
         Ok(Daemon {
@@ -661,7 +667,15 @@ async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
 
 async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
     let index = daemon.with_index(|index| index.stats()).await?;
+    // The token accounting's days: today (UTC) and the ones before it.
+    let today = chrono::Utc::now().date_naive();
+    let first_day = today - chrono::Days::new(u64::from(TOKEN_STATS_DAYS - 1));
+    let since = first_day.and_time(chrono::NaiveTime::MIN).and_utc();
+    let tokens = daemon
+        .with_index(move |index| index.token_stats(TOKEN_STATS_COMMANDS, since))
+        .await?;
     Ok(Event::Stats(StatsEvent {
+        tokens: Some(tokens),
         index,
         max_disk: daemon.policy.max_disk,
         retention_ms: u64::try_from(daemon.policy.retention.as_millis()).unwrap_or(u64::MAX),
@@ -727,14 +741,24 @@ impl Daemon {
     }
 
     /// Completes a run's record (see [`Recorder`]: a busy index delays it, never loses it).
+    /// `finished.preview` is the one clients are given (annotated), whose tokens are counted
+    /// here: cheap, as previews are bounded (and measured from a sample past
+    /// [`tokens::EXACT_MAX_BYTES`], which only a `max_bytes` over it allows).
     async fn record_end(&self, id: &RunId, finished: &Finished) {
+        let content = finished.preview.content.clone();
+        let counted = tokio::task::spawn_blocking(move || tokens::measure(&content)).await;
+        let tokens = counted.ok().map(|preview_tokens| RunTokens {
+            output: finished.output_tokens.tokens,
+            preview: preview_tokens.tokens,
+            output_estimated: finished.output_tokens.estimated || preview_tokens.estimated,
+        });
         let ending = Ending {
             ended_at: finished.ended_at,
             status: finished.status,
             exit_code: finished.exit_code,
             signal: finished.signal,
         };
-        let end = RunEnd::new(ending, &finished.preview);
+        let end = RunEnd::new(ending, &finished.preview, tokens);
         self.recorder.record(Record::End(id.clone(), end)).await;
     }
 }
@@ -752,14 +776,19 @@ fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-fn exit_event(id: RunId, mut f: Finished) -> Event {
-    let duration_ms = (f.ended_at - f.started_at).num_milliseconds().max(0) as u64;
+/// Tells the model, in the preview's notice, what was stopped and which limits were hit.
+fn annotate(f: &mut Finished) {
     crate::supervisor::leftovers::annotate(
         &mut f.preview,
         &f.stopped,
         &f.limits_hit,
         f.limits_note.as_deref(),
     );
+}
+
+/// The `exit` event of a run whose preview has been [`annotate`]d.
+fn exit_event(id: RunId, f: Finished) -> Event {
+    let duration_ms = (f.ended_at - f.started_at).num_milliseconds().max(0) as u64;
     Event::Exit(Box::new(ExitEvent {
         id,
         status: f.status,

@@ -6,15 +6,21 @@
 //! memory is O(limits) however much a command prints. [`Capture::view`] lends all of it to
 //! [`crate::engine::preview`], at the end of a run or while it is still going.
 //!
+//! For the run's token accounting it also keeps a bounded [`Sampler`] of the output, evenly
+//! spread over it, and [`Capture::output_tokens`] counts the whole output's model tokens at the
+//! end: exactly while that is cheap, from the sample beyond.
+//!
 //! Line counting follows one rule everywhere in spillway: `"a\nb\n"` and `"a\nb"` are both two
 //! lines, `""` is none.
 
+use std::io::Read;
 use std::path::Path;
 
 use crate::engine::highlight::{Findings, Patterns};
 use crate::engine::normalise::count_newlines;
 use crate::engine::outline::OutlineView;
 use crate::engine::scanner::SharedScanner;
+use crate::engine::tokens::{self, Sampler};
 use crate::protocol::SpillCap;
 use crate::storage::spill::{DataDir, SpillFile};
 
@@ -127,6 +133,8 @@ pub struct Capture {
     /// Finds lines that look like errors and folds the output, for the preview. While a
     /// spill file is open its writer thread feeds it; until then, this one does.
     scanner: SharedScanner,
+    /// Samples of the output, for its token count when it is too long to count whole.
+    sampler: Sampler,
 }
 
 impl Capture {
@@ -153,6 +161,7 @@ impl Capture {
             capped_at_line: None,
             patterns: None,
             scanner: SharedScanner::new(None, limits.max_lines, limits.max_bytes),
+            sampler: Sampler::new(),
         }
         .with_highlights(Some(Patterns::defaults()))
     }
@@ -226,6 +235,7 @@ impl Capture {
         let lines_before = self.newlines;
         self.count_lines(bytes, newlines);
         self.total_bytes += bytes.len() as u64;
+        self.sampler.feed(bytes);
         self.open_pending_spill();
         self.keep_head(bytes);
         self.keep_tail(bytes);
@@ -274,6 +284,51 @@ impl Capture {
             file.flush();
         }
         self.scanner.finish();
+    }
+
+    /// The model tokens of the whole output; call once it has ended ([`Capture::finish`]).
+    pub fn output_tokens(&self) -> tokens::Count {
+        self.output_text().count()
+    }
+
+    /// What counting the whole output's tokens takes ([`tokens::OutputText`]); call once it
+    /// has ended. Cheap: it counts nothing.
+    ///
+    /// The whole output up to [`tokens::EXACT_MAX_BYTES`], to be counted exactly: the head
+    /// when it holds all of it, else read back from the spill file (which holds every byte
+    /// once flushed, unless it was capped or failed). Past the bound, or when the spill
+    /// cannot give the output back, the sampler's samples, to estimate from: counting
+    /// hundreds of MB would take longer than producing them.
+    pub fn output_text(&self) -> tokens::OutputText {
+        if self.total_bytes <= tokens::EXACT_MAX_BYTES as u64 {
+            if self.head.len() as u64 == self.total_bytes {
+                return tokens::OutputText::Whole(String::from_utf8_lossy(&self.head).into_owned());
+            }
+            if let Some(text) = self.spilled_text() {
+                return tokens::OutputText::Whole(text);
+            }
+        }
+        tokens::OutputText::Sampled {
+            samples: self.sampler.samples(),
+            total_bytes: self.total_bytes,
+        }
+    }
+
+    /// The whole output, read back from a spill file that holds all of it.
+    fn spilled_text(&self) -> Option<String> {
+        let Spill::Open(file) = &self.spill else {
+            return None;
+        };
+        if file.error().is_some() || self.capped_at_line.is_some() {
+            return None;
+        }
+        let mut text = String::new();
+        std::fs::File::open(file.path())
+            .ok()?
+            .take(self.total_bytes + 1)
+            .read_to_string(&mut text)
+            .ok()?;
+        (text.len() as u64 == self.total_bytes).then_some(text)
     }
 
     /// Lends what the preview needs.
@@ -597,6 +652,62 @@ mod tests {
             let lines: Vec<u64> = v.findings.candidates.iter().map(|c| c.line).collect();
             assert_eq!(lines, [5], "highlights keep going past the cap");
         }
+    }
+
+    #[test]
+    fn output_tokens_are_exact_up_to_the_bound_and_estimated_past_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let line = |i: usize| format!("test module_{i}::case ... ok\n");
+        let output = |bytes: usize| {
+            let mut text = String::new();
+            for i in 0.. {
+                if text.len() >= bytes {
+                    break;
+                }
+                text.push_str(&line(i));
+            }
+            text
+        };
+        let captured = |policy: SpillPolicy, text: &str, cap: u64| {
+            let mut c = Capture::new(Limits::default(), policy).with_spill_cap(cap);
+            for piece in text.as_bytes().chunks(4096) {
+                c.write(std::str::from_utf8(piece).unwrap());
+            }
+            c.finish();
+            c.output_tokens()
+        };
+        let exact = |text: &str| tokens::Count {
+            tokens: tokens::count(text) as u64,
+            estimated: false,
+        };
+        // Whole in the head; read back from the spill; from a spill opened late.
+        let small = output(10_000);
+        assert_eq!(
+            captured(SpillPolicy::Never, &small, u64::MAX),
+            exact(&small)
+        );
+        let medium = output(600_000);
+        let always = SpillPolicy::Always(dir.clone());
+        assert_eq!(captured(always, &medium, u64::MAX), exact(&medium));
+        let late = SpillPolicy::WhenTruncated(dir.clone());
+        assert_eq!(captured(late, &medium, u64::MAX), exact(&medium));
+        // No spill to read back, or a capped one: estimated, and close.
+        for (policy, cap) in [
+            (SpillPolicy::Never, u64::MAX),
+            (SpillPolicy::Always(dir.clone()), 1000),
+        ] {
+            let count = captured(policy, &medium, cap);
+            assert!(count.estimated);
+            let error = count.tokens.abs_diff(exact(&medium).tokens) as f64;
+            assert!(error < exact(&medium).tokens as f64 * 0.03, "{count:?}");
+        }
+        // Past the bound, even with the whole spill there.
+        let large = output(tokens::EXACT_MAX_BYTES + 1);
+        let count = captured(SpillPolicy::Always(dir), &large, u64::MAX);
+        assert!(count.estimated);
+        let error = count.tokens.abs_diff(exact(&large).tokens) as f64;
+        assert!(error < exact(&large).tokens as f64 * 0.03, "{count:?}");
     }
 
     #[test]

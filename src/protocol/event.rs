@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::preview::Preview;
-use super::record::{GrepResult, IndexStats, PurgeReport, RunRecord, RunStatus};
+use super::record::{GrepResult, IndexStats, PurgeReport, RunRecord, RunStatus, TokenStats};
 use super::run_id::RunId;
 
 /// What the daemon sends back: one JSON object per line, tagged by `type`.
@@ -211,6 +211,9 @@ pub struct StatsEvent {
     pub max_disk: u64,
     pub retention_ms: u64,
     pub data_dir: String,
+    /// What runs' outputs and previews cost in model tokens; absent from an older daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenStats>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

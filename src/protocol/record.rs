@@ -46,6 +46,16 @@ pub struct RunRecord {
     pub pid: Option<u32>,
     /// The first line the spill lacks when it stopped at its cap (`--max-spill`).
     pub spill_capped_at_line: Option<u64>,
+    /// Model tokens (o200k) of the whole output and of the preview the model was given; absent
+    /// for runs that did not end (running, interrupted) and runs recorded before spillway
+    /// counted tokens. Left out of the JSON then, so older readers see the rows they knew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_tokens: Option<u64>,
+    /// `output_tokens` was estimated from a sample of a long output rather than counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_estimated: Option<bool>,
 }
 
 /// Totals over the whole index.
@@ -164,4 +174,67 @@ impl RunStatus {
             RunStatus::Interrupted => "interrupted",
         }
     }
+}
+
+/// Model tokens summed over runs (the index sums them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenTotals {
+    /// Runs summed.
+    pub runs: u64,
+    /// Tokens of their whole outputs: what a model would have read without spillway.
+    pub output_tokens: u64,
+    /// Tokens of the previews the model was given instead.
+    pub preview_tokens: u64,
+    /// `output_tokens - preview_tokens`, summed run by run: what the previews kept out of the
+    /// model's context. A run shown whole saves nothing, or less than nothing when its preview
+    /// adds a note (what was stopped, a limit hit).
+    pub saved_tokens: i64,
+    /// Runs whose output tokens were estimated from a sample (outputs over
+    /// a bound) rather than counted.
+    pub estimated_runs: u64,
+}
+
+impl TokenTotals {
+    /// Adds `other`'s sums to these.
+    pub fn add(&mut self, other: &TokenTotals) {
+        self.runs += other.runs;
+        self.output_tokens += other.output_tokens;
+        self.preview_tokens += other.preview_tokens;
+        self.saved_tokens += other.saved_tokens;
+        self.estimated_runs += other.estimated_runs;
+    }
+}
+
+/// The token totals of the runs of one command (a short key such as `cargo test`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandTokens {
+    /// Empty for runs recorded without a command.
+    pub command: String,
+    #[serde(flatten)]
+    pub totals: TokenTotals,
+}
+
+/// The token totals of the runs started on one day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayTokens {
+    /// `YYYY-MM-DD`, in UTC.
+    pub day: String,
+    #[serde(flatten)]
+    pub totals: TokenTotals,
+}
+
+/// The token accounting: what runs' outputs and previews cost a model.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenStats {
+    /// Over every run with token counts.
+    #[serde(flatten)]
+    pub totals: TokenTotals,
+    /// Runs without token counts (running, interrupted, or recorded before spillway counted
+    /// tokens), left out of every sum.
+    pub runs_without_tokens: u64,
+    /// Commands by tokens saved, most first (ties by name), at most a
+    /// bound the daemon sets.
+    pub by_command: Vec<CommandTokens>,
+    /// Days with runs, newest first, from the day asked for on.
+    pub by_day: Vec<DayTokens>,
 }

@@ -42,7 +42,11 @@ use rusqlite::{
 use rusqlite_migration::{M, Migrations};
 use serde::Serialize;
 
-use crate::protocol::{IndexStats, Preview, RunId, RunRecord, RunStatus, StatusFilter};
+use crate::protocol::{
+    CommandTokens, DayTokens, IndexStats, Preview, RunId, RunRecord, RunStatus, StatusFilter,
+    TokenStats, TokenTotals,
+};
+use crate::storage::command_key::command_key;
 
 /// The index's file name; it lives in the data directory.
 pub const INDEX_FILE: &str = "index.sqlite3";
@@ -55,10 +59,11 @@ const DEFAULT_HISTORY_LIMIT: usize = 50;
 
 /// The schema, oldest migration first. Append only: a migration that has shipped is never
 /// edited, since databases out there already ran it.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("../../migrations/001_runs.sql"),
     include_str!("../../migrations/002_tags_and_indexes.sql"),
     include_str!("../../migrations/003_spill_cap.sql"),
+    include_str!("../../migrations/004_tokens.sql"),
 ];
 
 /// Runs that did not simply succeed; the same text as `runs_failed`'s WHERE in migration 002,
@@ -70,7 +75,7 @@ const FAILED: &str = "(status IN ('signaled', 'timed_out', 'killed', 'interrupte
 const RUN_COLUMNS: &str = "r.id, r.argv, r.shell, r.command, r.cwd, r.tags, r.started_at, \
      r.ended_at, r.status, r.exit_code, r.signal, r.total_lines, r.total_bytes, r.truncated, \
      r.spill_path, r.spill_bytes, r.spill_complete, r.spill_missing, r.pid, \
-     r.spill_capped_at_line";
+     r.spill_capped_at_line, r.output_tokens, r.preview_tokens, r.output_tokens_estimated";
 
 /// What can go wrong with the index.
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +218,13 @@ pub struct RunRow {
     pub pid: Option<u32>,
     /// The first line the spill lacks when it stopped at its cap (`--max-spill`).
     pub spill_capped_at_line: Option<u64>,
+    /// Model tokens (o200k) of the whole output and of the preview; `None` for runs that did
+    /// not end and runs recorded before spillway counted tokens.
+    pub output_tokens: Option<u64>,
+    pub preview_tokens: Option<u64>,
+    /// `output_tokens` was estimated from a sample of the output (outputs over
+    /// the engine's bound for an exact count) rather than counted.
+    pub output_tokens_estimated: Option<bool>,
 }
 
 /// The protocol's record of a run is mapped here, field by field, so that a column added to
@@ -240,6 +252,9 @@ impl From<RunRow> for RunRecord {
             spill_missing: row.spill_missing,
             pid: row.pid,
             spill_capped_at_line: row.spill_capped_at_line,
+            output_tokens: row.output_tokens,
+            preview_tokens: row.preview_tokens,
+            output_tokens_estimated: row.output_tokens_estimated,
         }
     }
 }
@@ -273,6 +288,19 @@ pub struct RunEnd {
     pub spill_bytes: u64,
     pub spill_complete: bool,
     pub spill_capped_at_line: Option<u64>,
+    /// The tokens of its output and preview; `None` when they could not be counted.
+    pub tokens: Option<RunTokens>,
+}
+
+/// What a run's output and its preview cost in model tokens (o200k).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunTokens {
+    /// The whole (normalised) output: what a model would have read without spillway.
+    pub output: u64,
+    /// The preview, notice included, as the run's end gave it.
+    pub preview: u64,
+    /// `output` was estimated from a sample of the output rather than counted.
+    pub output_estimated: bool,
 }
 
 /// How a run ended, as its status says.
@@ -288,8 +316,9 @@ impl RunEnd {
     /// The record of a run that ended so, with `preview` its final preview: the one place a
     /// run's end is made, for the daemon's runs and `spillway truncate`'s alike. The spill's
     /// size is read from the file, since that says what really reached the disk; the spill is
-    /// complete when it holds every byte of the output.
-    pub fn new(ending: Ending, preview: &Preview) -> RunEnd {
+    /// complete when it holds every byte of the output. `tokens` are the output's and the
+    /// preview's, when they were counted.
+    pub fn new(ending: Ending, preview: &Preview, tokens: Option<RunTokens>) -> RunEnd {
         let spill_bytes = preview
             .spill_path
             .as_ref()
@@ -306,6 +335,7 @@ impl RunEnd {
             spill_bytes,
             spill_complete: preview.spill_path.is_some() && spill_bytes == preview.total_bytes,
             spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
+            tokens,
         }
     }
 }
@@ -339,6 +369,25 @@ pub struct HistoryFilter {
     /// At most this many runs; 0 means 50.
     pub limit: usize,
 }
+
+/// Commands the token accounting lists at most, by tokens saved: the daemon's `stats` answer
+/// stays small however many distinct commands the index holds.
+pub const TOKEN_STATS_COMMANDS: usize = 100;
+
+/// Days (UTC) the token accounting lists at most, today's included.
+pub const TOKEN_STATS_DAYS: u32 = 90;
+
+/// The sums [`read_totals`] reads, in its order, over the runs [`HAS_TOKENS`] keeps.
+const TOKEN_SUMS: &str = "count(*), coalesce(sum(output_tokens), 0), \
+     coalesce(sum(preview_tokens), 0), coalesce(sum(output_tokens - preview_tokens), 0), \
+     coalesce(sum(output_tokens_estimated), 0)";
+
+/// The runs the token accounting sums; it implies the WHERE of migration 004's partial
+/// indexes, so that SQLite reads them.
+const HAS_TOKENS: &str = "output_tokens IS NOT NULL AND preview_tokens IS NOT NULL";
+
+/// Milliseconds in a UTC day (Unix time has no leap seconds).
+const DAY_MS: i64 = 86_400_000;
 
 impl Index {
     /// Opens (creating) the index at `path`, applies migrations, sets WAL and the busy timeout.
@@ -396,7 +445,8 @@ impl Index {
             .prepare_cached(
                 "UPDATE runs SET ended_at = ?2, status = ?3, exit_code = ?4, signal = ?5, \
                  total_lines = ?6, total_bytes = ?7, truncated = ?8, spill_bytes = ?9, \
-                 spill_complete = ?10, spill_capped_at_line = ?11 WHERE id = ?1",
+                 spill_complete = ?10, spill_capped_at_line = ?11, output_tokens = ?12, \
+                 preview_tokens = ?13, output_tokens_estimated = ?14 WHERE id = ?1",
             )?
             .execute(params![
                 id.as_str(),
@@ -410,6 +460,31 @@ impl Index {
                 int(end.spill_bytes),
                 end.spill_complete,
                 end.spill_capped_at_line.map(int),
+                end.tokens.map(|t| int(t.output)),
+                end.tokens.map(|t| int(t.preview)),
+                end.tokens.map(|t| t.output_estimated),
+            ])?;
+        if changed == 0 {
+            return Err(rusqlite::Error::QueryReturnedNoRows.into());
+        }
+        Ok(())
+    }
+
+    /// Records a finished run's tokens, counted after its end was recorded (`spillway
+    /// truncate` leaves them to a child process). An unknown id is an error
+    /// (`QueryReturnedNoRows`).
+    pub fn record_tokens(&mut self, id: &RunId, tokens: &RunTokens) -> Result<(), IndexError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE runs SET output_tokens = ?2, preview_tokens = ?3, \
+                 output_tokens_estimated = ?4 WHERE id = ?1",
+            )?
+            .execute(params![
+                id.as_str(),
+                int(tokens.output),
+                int(tokens.preview),
+                tokens.output_estimated
             ])?;
         if changed == 0 {
             return Err(rusqlite::Error::QueryReturnedNoRows.into());
@@ -533,6 +608,52 @@ impl Index {
             oldest: self.time_query("SELECT min(started_at) FROM runs")?,
             newest: self.time_query("SELECT max(started_at) FROM runs")?,
             database_bytes: self.database_bytes()?,
+        })
+    }
+
+    /// The token accounting: totals over every run with token counts, the `top` commands by
+    /// tokens saved, and the days (UTC) of runs started at or after `since`, newest first.
+    ///
+    /// Each query reads one of migration 004's covering indexes, not the rows: 0.3 s at a
+    /// million runs (`cargo bench --bench index`). The totals are the commands' sums, so the
+    /// index is walked once for both; only the `top` commands are kept as it goes.
+    pub fn token_stats(&self, top: usize, since: DateTime<Utc>) -> Result<TokenStats, IndexError> {
+        let mut totals = TokenTotals::default();
+        let mut by_command = Vec::new();
+        let mut statement = self.conn.prepare_cached(&tokens_by_command_sql())?;
+        let mut rows = statement.query([])?;
+        while let Some(row) = rows.next()? {
+            let group = CommandTokens {
+                command: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                totals: read_totals(row, 1)?,
+            };
+            totals.add(&group.totals);
+            by_command.push(group);
+            if by_command.len() > top.saturating_mul(2).max(64) {
+                keep_top(&mut by_command, top);
+            }
+        }
+        keep_top(&mut by_command, top);
+        let all: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM runs", [], |row| row.get(0))?;
+        let mut by_day = self.conn.prepare_cached(&tokens_by_day_sql())?;
+        let by_day = by_day
+            .query_map([millis(since)], |row| {
+                let day: i64 = row.get(0)?;
+                Ok(DayTokens {
+                    day: to_time(0, day.saturating_mul(DAY_MS))?
+                        .format("%Y-%m-%d")
+                        .to_string(),
+                    totals: read_totals(row, 1)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(TokenStats {
+            runs_without_tokens: unsigned(all).saturating_sub(totals.runs),
+            totals,
+            by_command,
+            by_day,
         })
     }
 
@@ -819,8 +940,8 @@ fn insert_row(tx: &Transaction<'_>, run: &NewRun) -> rusqlite::Result<bool> {
     let changed = tx
         .prepare_cached(
             "INSERT INTO runs (id, argv, shell, command, cwd, tags, started_at, status, \
-             spill_path, spill_name, pid, owner_pid) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11) \
+             spill_path, spill_name, pid, owner_pid, command_key) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10, ?11, ?12) \
              ON CONFLICT (id) DO NOTHING",
         )?
         .execute(params![
@@ -835,6 +956,7 @@ fn insert_row(tx: &Transaction<'_>, run: &NewRun) -> rusqlite::Result<bool> {
             spill_name,
             run.pid,
             run.owner_pid,
+            command_key(run.argv.as_deref(), run.shell.as_deref()),
         ])?;
     Ok(changed == 1)
 }
@@ -1056,6 +1178,42 @@ fn read_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         spill_missing: row.get(17)?,
         pid: row.get(18)?,
         spill_capped_at_line: row.get::<_, Option<i64>>(19)?.map(unsigned),
+        output_tokens: row.get::<_, Option<i64>>(20)?.map(unsigned),
+        preview_tokens: row.get::<_, Option<i64>>(21)?.map(unsigned),
+        output_tokens_estimated: row.get(22)?,
+    })
+}
+
+/// The token sums by command key, in key order.
+fn tokens_by_command_sql() -> String {
+    format!("SELECT command_key, {TOKEN_SUMS} FROM runs WHERE {HAS_TOKENS} GROUP BY command_key")
+}
+
+/// The token sums by UTC day (days since the epoch) of the runs started at or after `?1`,
+/// newest first.
+fn tokens_by_day_sql() -> String {
+    format!(
+        "SELECT started_at / {DAY_MS} AS day, {TOKEN_SUMS} FROM runs \
+         WHERE {HAS_TOKENS} AND started_at >= ?1 GROUP BY day ORDER BY day DESC"
+    )
+}
+
+/// Keeps the `top` commands that saved the most tokens, most first (ties by name).
+fn keep_top(commands: &mut Vec<CommandTokens>, top: usize) {
+    commands.sort_by(|a, b| {
+        (b.totals.saved_tokens.cmp(&a.totals.saved_tokens)).then_with(|| a.command.cmp(&b.command))
+    });
+    commands.truncate(top);
+}
+
+/// Reads the [`TOKEN_SUMS`] starting at `column`.
+fn read_totals(row: &Row<'_>, column: usize) -> rusqlite::Result<TokenTotals> {
+    Ok(TokenTotals {
+        runs: unsigned(row.get(column)?),
+        output_tokens: unsigned(row.get(column + 1)?),
+        preview_tokens: unsigned(row.get(column + 2)?),
+        saved_tokens: row.get(column + 3)?,
+        estimated_runs: unsigned(row.get(column + 4)?),
     })
 }
 
@@ -1170,6 +1328,7 @@ pub(crate) mod tests {
             spill_bytes,
             spill_complete: true,
             spill_capped_at_line: None,
+            tokens: None,
         }
     }
 
@@ -1255,7 +1414,7 @@ pub(crate) mod tests {
         drop(conn);
 
         let mut index = Index::open(&path).unwrap();
-        assert_eq!(user_version(&index), 3);
+        assert_eq!(user_version(&index), MIGRATIONS.len());
         let row = index.get(&id(1)).unwrap().unwrap();
         assert_eq!(
             row.argv,
@@ -1302,11 +1461,11 @@ pub(crate) mod tests {
         else {
             panic!("expected TooNew, got {error:?}");
         };
-        assert_eq!((*found, *supported), (5, 3));
+        assert_eq!((*found, *supported), (5, 4));
         let message = error.to_string();
         assert!(
             message.contains(
-                "index.sqlite3 was written by a newer spillway (schema 5, this build knows 3); \
+                "index.sqlite3 was written by a newer spillway (schema 5, this build knows 4); \
                  it was not touched: upgrade spillway, or move it away"
             ),
             "{message}"
@@ -1435,6 +1594,9 @@ pub(crate) mod tests {
                 spill_missing: false,
                 pid: Some(4242),
                 spill_capped_at_line: None,
+                output_tokens: None,
+                preview_tokens: None,
+                output_tokens_estimated: None,
             }
         );
         let finish = RunEnd {
@@ -1448,6 +1610,11 @@ pub(crate) mod tests {
             spill_bytes: 5_000_000_000,
             spill_complete: false,
             spill_capped_at_line: Some(7),
+            tokens: Some(RunTokens {
+                output: 1_200_000_000,
+                preview: 9_000,
+                output_estimated: true,
+            }),
         };
         index.finish_run(&id(1), &finish).unwrap();
         let done = index.get(&id(1)).unwrap().unwrap();
@@ -1460,6 +1627,14 @@ pub(crate) mod tests {
         assert_eq!(done.spill_bytes, 5_000_000_000);
         assert!(!done.spill_complete);
         assert_eq!(done.spill_capped_at_line, Some(7));
+        assert_eq!(
+            (
+                done.output_tokens,
+                done.preview_tokens,
+                done.output_tokens_estimated
+            ),
+            (Some(1_200_000_000), Some(9_000), Some(true))
+        );
         assert_eq!(done.tags, run.tags);
 
         let shell = NewRun {
@@ -1907,6 +2082,298 @@ pub(crate) mod tests {
         assert!(stats.database_bytes > 0);
         let json = serde_json::to_value(&stats).unwrap();
         assert_eq!(json["oldest"], "2026-01-01T00:01:00.000Z");
+    }
+
+    /// Finishes run `n` with these token counts.
+    fn finish_with_tokens(index: &mut Index, n: u32, output: u64, preview: u64, estimated: bool) {
+        let end = RunEnd {
+            tokens: Some(RunTokens {
+                output,
+                preview,
+                output_estimated: estimated,
+            }),
+            ..end(RunStatus::Exited, Some(0), 10)
+        };
+        index.finish_run(&id(n), &end).unwrap();
+    }
+
+    fn totals(runs: u64, output: u64, preview: u64, estimated: u64) -> TokenTotals {
+        TokenTotals {
+            runs,
+            output_tokens: output,
+            preview_tokens: preview,
+            saved_tokens: output as i64 - preview as i64,
+            estimated_runs: estimated,
+        }
+    }
+
+    #[test]
+    fn token_stats_sum_by_command_and_day() {
+        let (_dir, mut index) = open_temp();
+        let day = |d: i64, secs: i64| at(86_400 * d + secs);
+        let argv = |words: &[&str]| Some(words.iter().map(|w| w.to_string()).collect());
+        let runs = [
+            (1, day(0, 10), argv(&["cargo", "test"]), None),
+            (2, day(1, 10), argv(&["cargo", "test", "-q"]), None),
+            (3, day(1, 20), argv(&["git", "log"]), None),
+            (4, day(2, 10), None, Some("cd /src && pytest -q")),
+            (5, day(2, 86_399), argv(&["make", "all"]), None),
+            (6, day(2, 30), argv(&["cargo", "test"]), None),
+            (7, day(2, 40), argv(&["cargo", "test"]), None),
+        ];
+        for (n, started, argv, shell) in runs {
+            let run = NewRun {
+                argv,
+                shell: shell.map(String::from),
+                ..new_run(n, started)
+            };
+            index.insert_run(&run).unwrap();
+        }
+        finish_with_tokens(&mut index, 1, 1_000, 200, false);
+        finish_with_tokens(&mut index, 2, 5_000, 300, true);
+        finish_with_tokens(&mut index, 3, 50, 50, false);
+        finish_with_tokens(&mut index, 4, 20_000, 1_000, false);
+        // A small output whose preview added a note: it cost more than it saved.
+        finish_with_tokens(&mut index, 5, 10, 25, false);
+        // 6 is still running; 7 ended without token counts.
+        index
+            .finish_run(&id(7), &end(RunStatus::Exited, Some(0), 10))
+            .unwrap();
+
+        let stats = index.token_stats(10, at(0)).unwrap();
+        assert_eq!(stats.totals, totals(5, 26_060, 1_575, 1));
+        assert_eq!(stats.totals.saved_tokens, 24_485);
+        assert_eq!(stats.runs_without_tokens, 2);
+        // The saved total is the sum over runs of output - preview.
+        let rows = index
+            .history(&HistoryFilter {
+                limit: 100,
+                ..HistoryFilter::default()
+            })
+            .unwrap();
+        let per_run: i64 = rows
+            .iter()
+            .filter_map(|r| Some(r.output_tokens? as i64 - r.preview_tokens? as i64))
+            .sum();
+        assert_eq!(per_run, stats.totals.saved_tokens);
+
+        let by_command: Vec<(&str, TokenTotals)> = stats
+            .by_command
+            .iter()
+            .map(|c| (c.command.as_str(), c.totals))
+            .collect();
+        assert_eq!(
+            by_command,
+            [
+                ("pytest", totals(1, 20_000, 1_000, 0)),
+                ("cargo test", totals(2, 6_000, 500, 1)),
+                ("git log", totals(1, 50, 50, 0)),
+                ("make", totals(1, 10, 25, 0)),
+            ]
+        );
+        let by_day: Vec<(&str, TokenTotals)> = stats
+            .by_day
+            .iter()
+            .map(|d| (d.day.as_str(), d.totals))
+            .collect();
+        assert_eq!(
+            by_day,
+            [
+                ("2026-01-03", totals(2, 20_010, 1_025, 0)),
+                ("2026-01-02", totals(2, 5_050, 350, 1)),
+                ("2026-01-01", totals(1, 1_000, 200, 0)),
+            ]
+        );
+
+        // The top commands only, and the days from the one asked for.
+        let some = index.token_stats(2, day(1, 0)).unwrap();
+        assert_eq!(some.totals, stats.totals, "the totals cover every run");
+        let names: Vec<&str> = some.by_command.iter().map(|c| c.command.as_str()).collect();
+        assert_eq!(names, ["pytest", "cargo test"]);
+        let days: Vec<&str> = some.by_day.iter().map(|d| d.day.as_str()).collect();
+        assert_eq!(days, ["2026-01-03", "2026-01-02"]);
+
+        let json = serde_json::to_value(&stats).unwrap();
+        assert_eq!(json["saved_tokens"], 24_485);
+        assert_eq!(json["by_command"][1]["command"], "cargo test");
+        assert_eq!(json["by_command"][1]["estimated_runs"], 1);
+        assert_eq!(json["by_day"][0]["day"], "2026-01-03");
+        let back: TokenStats = serde_json::from_value(json).unwrap();
+        assert_eq!(back, stats);
+    }
+
+    #[test]
+    fn token_stats_keep_the_top_commands_of_many_and_read_only_indexes() {
+        let (_dir, mut index) = open_temp();
+        for n in 1..=300 {
+            let run = NewRun {
+                argv: Some(vec![format!("tool{n}")]),
+                ..new_run(n, at(i64::from(n)))
+            };
+            index.insert_run(&run).unwrap();
+            finish_with_tokens(&mut index, n, u64::from(n) * 10, 5, false);
+        }
+        let stats = index.token_stats(3, at(0)).unwrap();
+        let names: Vec<&str> = stats
+            .by_command
+            .iter()
+            .map(|c| c.command.as_str())
+            .collect();
+        assert_eq!(names, ["tool300", "tool299", "tool298"]);
+        assert_eq!(stats.totals, totals(300, 10 * 300 * 301 / 2, 1500, 0));
+
+        for (sql, index_name) in [
+            (tokens_by_command_sql(), "runs_tokens_by_command"),
+            (tokens_by_day_sql(), "runs_tokens_by_start"),
+        ] {
+            let mut statement = index
+                .conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap();
+            let zeros = vec![0; statement.parameter_count()];
+            let plan: Vec<String> = statement
+                .query_map(params_from_iter(zeros), |row| row.get(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let plan = plan.join("; ");
+            assert!(
+                plan.contains(&format!("USING COVERING INDEX {index_name}")),
+                "{plan}"
+            );
+        }
+    }
+
+    #[test]
+    fn tokens_counted_after_the_end_are_recorded() {
+        let (_dir, mut index) = open_temp();
+        index.insert_run(&new_run(1, at(0))).unwrap();
+        index
+            .finish_run(&id(1), &end(RunStatus::Exited, None, 10))
+            .unwrap();
+        assert_eq!(index.token_stats(10, at(0)).unwrap().runs_without_tokens, 1);
+        let tokens = RunTokens {
+            output: 70,
+            preview: 20,
+            output_estimated: false,
+        };
+        index.record_tokens(&id(1), &tokens).unwrap();
+        let row = index.get(&id(1)).unwrap().unwrap();
+        assert_eq!(
+            (
+                row.output_tokens,
+                row.preview_tokens,
+                row.output_tokens_estimated
+            ),
+            (Some(70), Some(20), Some(false))
+        );
+        assert_eq!(
+            index.token_stats(10, at(0)).unwrap().totals,
+            totals(1, 70, 20, 0)
+        );
+        let error = index.record_tokens(&id(2), &tokens).unwrap_err();
+        assert!(matches!(
+            error,
+            IndexError::Sql(rusqlite::Error::QueryReturnedNoRows)
+        ));
+    }
+
+    #[test]
+    fn an_empty_index_has_no_token_figures() {
+        let (_dir, index) = open_temp();
+        assert_eq!(index.token_stats(10, at(0)).unwrap(), TokenStats::default());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Whatever the runs, the saved total is the sum over runs of output - preview, and
+        /// the by-command and by-day tables add up to the totals.
+        #[test]
+        fn token_sums_add_up(
+            runs in proptest::collection::vec(
+                (0usize..5, 0i64..4 * 86_400, 0u64..1_000_000, 0u64..50_000, proptest::bool::ANY),
+                0..40,
+            )
+        ) {
+            let (_dir, mut index) = open_temp();
+            let programs = ["cargo", "git", "pytest", "make", "npm"];
+            let mut expected: i64 = 0;
+            for (n, &(program, secs, output, preview, estimated)) in (1..).zip(&runs) {
+                let run = NewRun {
+                    argv: Some(vec![programs[program].into(), "test".into()]),
+                    ..new_run(n, at(secs))
+                };
+                index.insert_run(&run).unwrap();
+                finish_with_tokens(&mut index, n, output, preview, estimated);
+                expected += output as i64 - preview as i64;
+            }
+            let stats = index.token_stats(TOKEN_STATS_COMMANDS, at(0)).unwrap();
+            proptest::prop_assert_eq!(stats.totals.saved_tokens, expected);
+            proptest::prop_assert_eq!(stats.totals.runs, runs.len() as u64);
+            for parts in [
+                stats.by_command.iter().map(|c| c.totals).collect::<Vec<_>>(),
+                stats.by_day.iter().map(|d| d.totals).collect::<Vec<_>>(),
+            ] {
+                let mut sum = TokenTotals::default();
+                parts.iter().for_each(|t| sum.add(t));
+                proptest::prop_assert_eq!(sum, stats.totals);
+            }
+        }
+    }
+
+    #[test]
+    fn a_schema_3_database_gains_token_columns_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        let mut conn = Connection::open(&path).unwrap();
+        Migrations::new(MIGRATIONS[..3].iter().map(|sql| M::up(sql)).collect())
+            .to_latest(&mut conn)
+            .unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, argv, command, cwd, tags, started_at, ended_at, status, \
+             exit_code, total_lines, total_bytes, truncated, spill_path, spill_name, \
+             spill_bytes, spill_complete, pid, owner_pid, spill_capped_at_line) VALUES (?1, \
+             '[\"cargo\",\"test\"]', 'cargo test', '/src', '{}', ?2, ?3, 'exited', 0, 40, \
+             1200, 1, '/data/spills/a.log', 'a.log', 1000, 0, 77, 70, 31)",
+            params![id(1).as_str(), millis(at(0)), millis(at(5))],
+        )
+        .unwrap();
+        drop(conn);
+
+        let mut index = Index::open(&path).unwrap();
+        assert_eq!(user_version(&index), 4);
+        let old = index.get(&id(1)).unwrap().unwrap();
+        assert_eq!(old.command, "cargo test");
+        assert_eq!((old.total_lines, old.total_bytes), (Some(40), Some(1200)));
+        assert_eq!(old.spill_capped_at_line, Some(31));
+        assert_eq!(
+            (
+                old.output_tokens,
+                old.preview_tokens,
+                old.output_tokens_estimated
+            ),
+            (None, None, None)
+        );
+        let json = serde_json::to_value(RunRecord::from(old)).unwrap();
+        assert!(json.get("output_tokens").is_none(), "{json}");
+        let key: Option<String> = index
+            .conn
+            .query_row(
+                "SELECT command_key FROM runs WHERE id = ?1",
+                [id(1).as_str()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(key, None);
+
+        // The old row is counted apart; a run recorded now is summed.
+        index.insert_run(&new_run(2, at(60))).unwrap();
+        finish_with_tokens(&mut index, 2, 300, 100, false);
+        let stats = index.token_stats(10, at(0)).unwrap();
+        assert_eq!(stats.runs_without_tokens, 1);
+        assert_eq!(stats.totals, totals(1, 300, 100, 0));
+        assert_eq!(stats.by_command[0].command, "echo");
     }
 
     #[test]

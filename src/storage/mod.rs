@@ -4,6 +4,7 @@
 //! or a new line at a time. Storage is the lowest layer but the protocol: it imports neither
 //! the engine nor anything above it.
 
+pub mod command_key;
 pub(crate) mod follow;
 pub(crate) mod grep;
 pub mod index;

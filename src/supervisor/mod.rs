@@ -59,6 +59,7 @@ use tokio::sync::{Notify, oneshot};
 use crate::engine::capture::{Capture, Limits, SpillPolicy};
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
+use crate::engine::tokens;
 use crate::protocol::{Direction, Preview, RunId, RunStatus};
 use crate::storage::spill::DataDir;
 use crate::supervisor::input::Input;
@@ -281,6 +282,8 @@ pub struct Finished {
     pub ended_at: chrono::DateTime<Utc>,
     /// The preview, worded with [`CliSteps`].
     pub preview: Preview,
+    /// The model tokens of the whole output (see [`crate::engine::capture::Capture::output_tokens`]).
+    pub output_tokens: tokens::Count,
     /// What the command left running when it ended, which was then stopped.
     pub stopped: Vec<StoppedProcess>,
     /// The resource limits the run reached.
@@ -788,6 +791,10 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+/// What the reader hands the waiter when the output has ended: the preview, and the whole
+/// output's model tokens.
+type Finish = (Preview, tokens::Count);
+
 /// The waiter thread: learns of the leader's exit, then, once the reader is done, reaps the
 /// leader and the group and sends the result.
 struct Waiter {
@@ -795,7 +802,7 @@ struct Waiter {
     /// Dropped at the leader's exit, which wakes the reader.
     wake: OwnedFd,
     exited: oneshot::Sender<()>,
-    reader: mpsc::Receiver<JoinHandle<(Preview, Output)>>,
+    reader: mpsc::Receiver<JoinHandle<(Finish, Output)>>,
     finished: oneshot::Sender<Finished>,
     started_at: chrono::DateTime<Utc>,
 }
@@ -837,13 +844,13 @@ impl Waiter {
             limits_hit,
         } = self.shared.tracker.finish(at_exit, stopped, &hung_up);
         let ended_at = Utc::now();
-        let preview = match read {
+        let (preview, output_tokens) = match read {
             // The output is closed only now, after the command's exit: closing a PTY's master
             // hangs the terminal up, and the command, which may have closed its own copies
             // and gone on, would get SIGHUP.
-            Ok(Ok((preview, output))) => {
+            Ok(Ok((finish, output))) => {
                 drop(output);
-                preview
+                finish
             }
             Ok(Err(panic)) => std::panic::resume_unwind(panic),
             Err(_) => return,
@@ -856,6 +863,7 @@ impl Waiter {
             started_at: self.started_at,
             ended_at,
             preview,
+            output_tokens,
             stopped,
             limits_hit,
             limits_note: self.shared.limits_note.clone(),
@@ -909,9 +917,9 @@ impl Reader {
         }
     }
 
-    /// Reads the output to its end; returns the preview, and the output for the waiter to
-    /// close once the command has exited.
-    fn run(mut self) -> (Preview, Output) {
+    /// Reads the output to its end; returns the preview and the output's tokens, and the
+    /// output for the waiter to close once the command has exited.
+    fn run(mut self) -> (Finish, Output) {
         if let Err(e) = self.pump() {
             tracing::warn!(run = %self.drain.shared.id, "reading the output failed: {e}");
         }

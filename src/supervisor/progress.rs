@@ -26,6 +26,7 @@ use crate::engine::driver::Engine;
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::Normaliser;
 use crate::engine::snapshot::{self, Cursor};
+use crate::engine::tokens;
 use crate::protocol::{Direction, Preview};
 use crate::supervisor::input::{Input, InputError, Keys};
 use crate::sync::lock;
@@ -199,8 +200,9 @@ impl Live {
     }
 
     /// The output has ended: commits the last line, flushes the spill, closes the input, and
-    /// returns the final preview. The raw channel closes when `self` is dropped.
-    pub fn finish(&self) -> Preview {
+    /// returns the final preview with the whole output's model tokens (see
+    /// [`Capture::output_tokens`]). The raw channel closes when `self` is dropped.
+    pub fn finish(&self) -> (Preview, tokens::Count) {
         self.ended.store(true, Ordering::SeqCst);
         // A send in progress holds the input: it sees `ended` and lets go; the descriptor is
         // closed with `self` then.
@@ -214,7 +216,9 @@ impl Live {
             (preview, engine.capture().totals())
         };
         self.publish(bytes, lines);
-        preview
+        // Followers have been told the output is complete: counting makes only the exit wait.
+        let tokens = self.engine().capture().output_tokens();
+        (preview, tokens)
     }
 
     /// A preview of everything so far, the line being written included. Blocks while the

@@ -334,7 +334,7 @@ impl SpillwayMcp {
     }
 
     #[tool(
-        description = "List recent runs, newest first: id, start time (UTC), exit code or status, lines of output, command. Filter by since (\"2h\" or an RFC 3339 time), status (\"failed\" or a status), a command substring, or tags. Read or search any listed run's output by its id."
+        description = "List recent runs, newest first: id, start time (UTC), exit code or status, lines of output, tokens of the whole output -> of the preview you were given, command. Filter by since (\"2h\" or an RFC 3339 time), status (\"failed\" or a status), a command substring, or tags. Read or search any listed run's output by its id."
     )]
     async fn history(&self, Parameters(p): Parameters<HistoryParams>) -> CallToolResult {
         match history_request(p) {

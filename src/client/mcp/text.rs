@@ -171,22 +171,45 @@ pub fn sent_text(sent: &SentEvent) -> String {
     )
 }
 
-/// Runs newest first, one line each: id, start, how it ended, size, command.
+/// Runs newest first, one line each: id, start, how it ended, size, tokens (of the output,
+/// and of the preview the model was given), command; then the listed runs' token totals.
 pub fn history_text(history: &HistoryEvent) -> String {
     if history.runs.is_empty() {
         return "[no runs match]".to_string();
     }
     let mut text = String::new();
+    let (mut counted, mut output, mut preview, mut estimated) = (0, 0, 0, false);
     for run in &history.runs {
+        let tokens = match (run.output_tokens, run.preview_tokens) {
+            (Some(o), Some(p)) => {
+                (counted, output, preview) = (counted + 1, output + o, preview + p);
+                let mark = if run.output_tokens_estimated == Some(true) {
+                    estimated = true;
+                    "~"
+                } else {
+                    ""
+                };
+                format!("{mark}{o}->{p} tokens")
+            }
+            _ => "-".to_string(),
+        };
         let _ = writeln!(
             text,
-            "{}  {}  {}  {}  {}",
+            "{}  {}  {}  {}  {tokens}  {}",
             run.id,
             run.started_at.format("%Y-%m-%dT%H:%M:%SZ"),
             status_text(run),
             run.total_lines
                 .map_or_else(|| "-".to_string(), |n| format!("{n} lines")),
             run.command
+        );
+    }
+    if counted > 0 {
+        let _ = write!(
+            text,
+            "[tokens of the {counted} runs counted: {output} of output, {preview} in previews, {} saved{}]",
+            i128::from(output) - i128::from(preview),
+            if estimated { "; ~: estimated" } else { "" }
         );
     }
     text
@@ -257,6 +280,68 @@ mod tests {
         );
         assert!(ending(&exit(RunStatus::TimedOut, None, Some(15))).contains("timed out"));
         assert!(ending(&exit(RunStatus::Signaled, None, Some(9))).contains("killed by signal 9"));
+    }
+
+    fn run(n: u32, tokens: Option<(u64, u64, bool)>) -> RunRecord {
+        let mut json = serde_json::json!({
+            "id": format!("20261121-10150{n}-k3f7"),
+            "argv": ["seq", "1", "9"],
+            "shell": null,
+            "command": "seq 1 9",
+            "cwd": "/",
+            "tags": {},
+            "started_at": "2026-11-21T10:15:02.000Z",
+            "ended_at": null,
+            "status": "exited",
+            "exit_code": 0,
+            "signal": null,
+            "total_lines": 9,
+            "total_bytes": 18,
+            "truncated": false,
+            "spill_path": null,
+            "spill_bytes": 18,
+            "spill_complete": true,
+            "spill_missing": false,
+            "pid": 7,
+            "spill_capped_at_line": null,
+        });
+        if let Some((output, preview, estimated)) = tokens {
+            json["output_tokens"] = output.into();
+            json["preview_tokens"] = preview.into();
+            json["output_tokens_estimated"] = estimated.into();
+        }
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn history_gives_each_runs_tokens_and_their_totals() {
+        let history = HistoryEvent {
+            runs: vec![
+                run(1, Some((9_000_000, 1_200, true))),
+                run(2, None),
+                run(3, Some((18, 18, false))),
+            ],
+        };
+        let text = history_text(&history);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with("exit 0  9 lines  ~9000000->1200 tokens  seq 1 9"),
+            "{text}"
+        );
+        assert!(lines[1].ends_with("9 lines  -  seq 1 9"), "{text}");
+        assert!(lines[2].ends_with("  18->18 tokens  seq 1 9"), "{text}");
+        assert_eq!(
+            lines[3],
+            "[tokens of the 2 runs counted: 9000018 of output, 1218 in previews, 8998800 saved; ~: estimated]"
+        );
+        let plain = history_text(&HistoryEvent {
+            runs: vec![run(2, None)],
+        });
+        assert_eq!(
+            plain.lines().count(),
+            1,
+            "no totals without tokens: {plain}"
+        );
     }
 
     #[test]

@@ -27,7 +27,8 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use super::recorder::Record;
 use super::{
-    ClientWriter, Daemon, exit_event, internal, launch_error, rfc3339, run_spec, send, spill_of,
+    ClientWriter, Daemon, annotate, exit_event, internal, launch_error, rfc3339, run_spec, send,
+    spill_of,
 };
 use crate::daemon::readiness::Until;
 use crate::engine::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
@@ -396,8 +397,9 @@ async fn watch_run(
 ) {
     let id = entry.id.clone();
     let last = match finished.await {
-        Ok(finished) => {
+        Ok(mut finished) => {
             tracing::info!(id = %id, status = finished.status.as_str(), "run ended");
+            annotate(&mut finished);
             daemon.record_end(&id, &finished).await;
             exit_event(id.clone(), finished)
         }
