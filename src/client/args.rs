@@ -10,6 +10,8 @@ use clap::Args;
 
 use crate::client::Endpoint;
 use crate::config::{SOCKET_ENV, socket_path};
+use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES};
+use crate::engine::highlight::Patterns;
 use crate::storage::spill::{DATA_DIR_ENV, DataDir};
 
 /// Where the daemon is, and how to print its answer.
@@ -150,4 +152,35 @@ pub(crate) fn parse_key_value(text: &str) -> Result<(String, String), String> {
         Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
         _ => Err(format!("expected KEY=VALUE, got {text:?}")),
     }
+}
+
+/// Which lines of the omitted middle a preview shows as highlights.
+#[derive(Debug, Args)]
+pub(crate) struct HighlightArgs {
+    /// Also highlight lines matching this regular expression (repeatable).
+    #[arg(long = "highlight", value_name = "REGEX")]
+    pub(crate) extra: Vec<String>,
+    /// Show no highlights from the omitted middle.
+    #[arg(long, conflicts_with = "extra")]
+    pub(crate) no_highlights: bool,
+}
+
+impl HighlightArgs {
+    /// The patterns to look for, or None when highlights are off.
+    pub(crate) fn patterns(&self) -> Result<Option<Patterns>> {
+        if self.no_highlights {
+            return Ok(None);
+        }
+        Ok(Some(Patterns::with_extra(&self.extra)?))
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LimitArgs {
+    /// Most lines of output to show.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_LINES as u64)]
+    pub(crate) max_lines: u64,
+    /// Most bytes of output to show.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BYTES as u64)]
+    pub(crate) max_bytes: u64,
 }

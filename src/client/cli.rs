@@ -3,7 +3,7 @@
 //! Errors are reported here, once, with their context (`anyhow`); the library modules below
 //! return typed errors. A closed stdout (`spillway truncate ... | head`) is not an error.
 
-use std::io::{self, IsTerminal, Read, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,35 +13,28 @@ use chrono::{DateTime, Utc};
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use serde::{Deserialize, Serialize};
 
 use crate::client::Connection;
 use crate::client::args::{
-    EndpointArgs, OutputArgs, RedactFlag, ResourceArgs, UntilArgs, parse_cores, parse_duration,
-    parse_key_value, parse_limit_size, parse_size, parse_spill_cap, parse_when,
+    EndpointArgs, HighlightArgs, LimitArgs, OutputArgs, RedactFlag, ResourceArgs, UntilArgs,
+    parse_cores, parse_duration, parse_key_value, parse_limit_size, parse_size, parse_spill_cap,
+    parse_when,
 };
 use crate::client::exit::{EXIT_FAILURE, print_exit};
 use crate::client::live_cli::{self, LiveRunArgs};
+use crate::client::local::{
+    CountTokensArgs, ReadArgs, TruncateArgs, count_tokens, read_spill, truncate,
+};
 use crate::client::ops;
 use crate::client::run_request::{self, ToRun};
-use crate::engine::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
-use crate::engine::driver::Engine;
-use crate::engine::highlight::Patterns;
-use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::Redactor;
 use crate::protocol::{
-    Direction, Event, GrepRequest, HistoryRequest, Preview, PurgeRequest, Request, RunId,
-    RunRequest, RunStatus, ShowRequest, StatusFilter,
+    Direction, Event, GrepRequest, HistoryRequest, PurgeRequest, Request, RunId, RunRequest,
+    ShowRequest, StatusFilter,
 };
-use crate::storage::index::{
-    Ending, INDEX_FILE, Index, NewRun, RunEnd, RunTokens, TOKEN_STATS_COMMANDS, TOKEN_STATS_DAYS,
-};
+use crate::storage::index::{TOKEN_STATS_COMMANDS, TOKEN_STATS_DAYS};
 use crate::storage::purge::PurgePolicy;
-use crate::storage::read::{self, ReadRequest};
-use crate::storage::spill::{DATA_DIR_ENV, DataDir};
-
-/// Size of each read from standard input.
-const READ_CHUNK: usize = 256 * 1024;
+use crate::storage::read::{self};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -108,15 +101,6 @@ enum Command {
     /// `truncate` starts it).
     #[command(hide = true)]
     CountTokens(CountTokensArgs),
-}
-
-#[derive(Debug, Args)]
-struct CountTokensArgs {
-    /// The data directory whose index holds the run.
-    #[arg(long, value_name = "DIR")]
-    data_dir: PathBuf,
-    /// The run.
-    id: RunId,
 }
 
 #[derive(Debug, Args)]
@@ -350,82 +334,6 @@ struct DaemonArgs {
     cpu: Option<f64>,
 }
 
-#[derive(Debug, Args)]
-struct TruncateArgs {
-    #[command(flatten)]
-    redact: RedactFlag,
-    #[command(flatten)]
-    limits: LimitArgs,
-    /// Which part of a long output to keep.
-    #[arg(long, value_enum, default_value_t)]
-    direction: Direction,
-    /// Where spill files go [default: $XDG_STATE_HOME/spillway, else ~/.local/state/spillway].
-    #[arg(long, env = DATA_DIR_ENV, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-    /// Keep escape sequences and carriage returns; only repair invalid UTF-8.
-    #[arg(long)]
-    raw: bool,
-    /// Cap on the spill file: past it the file stops growing (the preview goes on).
-    #[arg(long, env = "SPILLWAY_MAX_SPILL", value_name = "SIZE", value_parser = parse_spill_cap, default_value = "1GiB")]
-    max_spill: u64,
-    /// Print the result object as JSON instead of the preview text.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    highlights: HighlightArgs,
-    /// Also hold the preview to this many model tokens (o200k tokenizer).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    max_tokens: Option<u64>,
-}
-
-/// Which lines of the omitted middle a preview shows as highlights.
-#[derive(Debug, Args)]
-struct HighlightArgs {
-    /// Also highlight lines matching this regular expression (repeatable).
-    #[arg(long = "highlight", value_name = "REGEX")]
-    extra: Vec<String>,
-    /// Show no highlights from the omitted middle.
-    #[arg(long, conflicts_with = "extra")]
-    no_highlights: bool,
-}
-
-impl HighlightArgs {
-    /// The patterns to look for, or None when highlights are off.
-    fn patterns(&self) -> Result<Option<Patterns>> {
-        if self.no_highlights {
-            return Ok(None);
-        }
-        Ok(Some(Patterns::with_extra(&self.extra)?))
-    }
-}
-
-#[derive(Debug, Args)]
-struct LimitArgs {
-    /// Most lines of output to show.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_LINES as u64)]
-    max_lines: u64,
-    /// Most bytes of output to show.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BYTES as u64)]
-    max_bytes: u64,
-}
-
-#[derive(Debug, Args)]
-struct ReadArgs {
-    #[command(flatten)]
-    redact: RedactFlag,
-    /// The spill file.
-    path: PathBuf,
-    /// First line to print (1-based).
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    offset: u64,
-    /// Most lines to print.
-    #[arg(long, value_name = "M", default_value_t = read::DEFAULT_READ_LIMIT)]
-    limit: usize,
-    /// Most bytes to print.
-    #[arg(long, value_name = "N", default_value_t = read::DEFAULT_READ_MAX_BYTES)]
-    max_bytes: usize,
-}
-
 /// Runs the command line and turns the outcome into an exit code.
 pub fn main() -> ExitCode {
     ignore_sigxfsz();
@@ -490,148 +398,6 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
             .downcast_ref::<io::Error>()
             .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
     })
-}
-
-fn truncate(args: TruncateArgs) -> Result<ExitCode> {
-    let started_at = Utc::now();
-    let limits = Limits::new(args.limits.max_lines, args.limits.max_bytes)?;
-    let root = DataDir::locate(args.data_dir.as_deref())?;
-    let normaliser = Normaliser::new(NormaliseOptions {
-        raw: args.raw,
-        ..NormaliseOptions::default()
-    });
-    let capture = Capture::new(limits, SpillPolicy::WhenTruncated(DataDir::at(&root)))
-        .with_spill_cap(args.max_spill)
-        .with_highlights(args.highlights.patterns()?);
-    let mut engine = Engine::new(normaliser, capture);
-    let mut stdin = io::stdin().lock();
-    let mut buf = vec![0u8; READ_CHUNK];
-    loop {
-        match stdin.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => engine.feed(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e).context("reading standard input"),
-        }
-    }
-    engine.finish();
-    let max_tokens = args
-        .max_tokens
-        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let mut preview = engine.preview(args.direction, max_tokens);
-    if !args.redact.no_redact {
-        preview.redact(Redactor::builtin());
-    }
-    let registered = match &preview.spill_path {
-        Some(spill) => register_truncated(&root, spill, &preview, started_at)
-            .inspect_err(|e| {
-                eprintln!(
-                    "spillway: warning: the spill is not in the index ({e:#}); a purge may remove it"
-                );
-            })
-            .ok(),
-        None => None,
-    };
-    let mut out = io::stdout().lock();
-    if args.json {
-        serde_json::to_writer(&mut out, &preview)?;
-        out.write_all(b"\n")?;
-    } else {
-        out.write_all(preview.content.as_bytes())?;
-    }
-    out.flush()?;
-    if let Some(id) = registered {
-        let job = TokenJob {
-            preview: preview.content,
-            output: engine.capture().output_text(),
-        };
-        if let Err(e) = count_tokens_later(&root, &id, &job) {
-            eprintln!("spillway: warning: this run's tokens will not be counted ({e:#})");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// What the hidden `count-tokens` command counts for a `spillway truncate` run.
-#[derive(Debug, Serialize, Deserialize)]
-struct TokenJob {
-    /// The preview as printed.
-    preview: String,
-    output: crate::engine::tokens::OutputText,
-}
-
-/// Leaves the counting of run `id`'s tokens to a child process (the hidden `count-tokens`,
-/// given `job` on its standard input), and returns without waiting for it.
-///
-/// Counting takes the tokenizer, whose build alone costs ~120 ms and ~45 MiB, and then up to
-/// 75 ms of BPE: in `truncate` itself, that made 256 MiB of log text take 0.70 / 1.00 s
-/// (fastest / median) against 0.60 / 0.66 s, and its peak RSS 60 MiB against 17. The child
-/// has no terminal and no pipe of the caller's (so whoever reads this process's output or
-/// waits for it is not kept waiting), and its own process group (so a Ctrl-C after this
-/// process is gone does not stop it). Until it has written them, or if it never does, the run
-/// is one without token counts.
-fn count_tokens_later(root: &std::path::Path, id: &RunId, job: &TokenJob) -> Result<()> {
-    use std::os::unix::process::CommandExt;
-    let job = serde_json::to_vec(job)?;
-    let mut child = std::process::Command::new(std::env::current_exe()?)
-        .arg("count-tokens")
-        .arg("--data-dir")
-        .arg(root)
-        .arg(id.as_str())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .context("starting the token count")?;
-    let mut stdin = child.stdin.take().context("the token count's input")?;
-    // Up to 1 MiB: a pipe takes 64 KiB at once, the child reads the rest as it starts.
-    stdin
-        .write_all(&job)
-        .context("handing the output to the token count")
-}
-
-/// `count-tokens`: counts a `spillway truncate` run's tokens from the job on standard input
-/// and records them in the index.
-fn count_tokens(args: CountTokensArgs) -> Result<ExitCode> {
-    let job: TokenJob =
-        serde_json::from_reader(io::stdin().lock()).context("reading the token job")?;
-    let output = job.output.count();
-    let preview = crate::engine::tokens::measure(&job.preview);
-    let tokens = RunTokens {
-        output: output.tokens,
-        preview: preview.tokens,
-        output_estimated: output.estimated || preview.estimated,
-    };
-    let mut index = Index::open(&args.data_dir.join(INDEX_FILE))?;
-    index.record_tokens(&args.id, &tokens)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn read_spill(args: ReadArgs) -> Result<ExitCode> {
-    let request = ReadRequest {
-        offset: args.offset,
-        limit: args.limit,
-        max_bytes: args.max_bytes,
-    };
-    let mut page = read::read_page(&args.path, &request)?;
-    let mut redactions = crate::engine::redact::Counts::new();
-    if !args.redact.no_redact {
-        Redactor::builtin().redact_into(&mut page.text, &mut redactions);
-    }
-    let mut out = io::stdout().lock();
-    if page.total_lines == 0 {
-        writeln!(out, "[{} is empty: 0 lines]", args.path.display())?;
-    }
-    out.write_all(page.text.as_bytes())?;
-    if let Some(notice) = page.notice(|next| format!("--offset {next}")) {
-        writeln!(out, "{notice}")?;
-    }
-    if let Some(line) = crate::engine::redact::notice_line(&redactions) {
-        writeln!(out, "{line}")?;
-    }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
 }
 
 fn run(args: RunArgs) -> Result<ExitCode> {
@@ -820,43 +586,4 @@ impl Write for LogWriter {
         let _ = io::stderr().flush();
         Ok(())
     }
-}
-
-/// Records a `truncate` spill in the index, so history lists it and the purge keeps it for the
-/// retention period instead of sweeping it up as an orphan.
-/// Returns the run's id; its tokens are counted later ([`count_tokens_later`]).
-fn register_truncated(
-    root: &std::path::Path,
-    spill: &str,
-    preview: &Preview,
-    started_at: DateTime<Utc>,
-) -> Result<RunId> {
-    let mut index = Index::open(&root.join(INDEX_FILE))?;
-    let id = loop {
-        let id = RunId::generate();
-        let run = NewRun {
-            id: id.clone(),
-            argv: None,
-            shell: Some("spillway truncate".into()),
-            cwd: std::env::current_dir()
-                .map(|d| d.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            tags: [("source".to_string(), "truncate".to_string())].into(),
-            started_at,
-            spill_path: Some(spill.to_string()),
-            pid: None,
-            owner_pid: std::process::id(),
-        };
-        if index.insert_run(&run)? {
-            break id;
-        }
-    };
-    let ending = Ending {
-        ended_at: Utc::now(),
-        status: RunStatus::Exited,
-        exit_code: None,
-        signal: None,
-    };
-    index.finish_run(&id, &RunEnd::new(ending, preview, None))?;
-    Ok(id)
 }

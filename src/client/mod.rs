@@ -11,6 +11,7 @@ mod exit;
 pub(crate) mod hook;
 pub(crate) mod init;
 pub(crate) mod live_cli;
+mod local;
 pub(crate) mod mcp;
 pub(crate) mod ops;
 pub(crate) mod run_request;
