@@ -292,7 +292,14 @@ fn a_full_disk_under_the_data_directory_keeps_the_index_writable() {
         )
         .output()
         .unwrap();
-    assert_eq!(fresh.status.code(), Some(125));
+    assert_eq!(
+        fresh.status.code(),
+        Some(125),
+        "{} B free; stdout {:?}; stderr {:?}",
+        ns.free(),
+        String::from_utf8_lossy(&fresh.stdout),
+        stderr(&fresh)
+    );
     assert!(
         stderr(&fresh)
             .contains("the daemon could not start: the disk holding spillway's data directory")

@@ -1,12 +1,15 @@
 //! The socket side of the daemon: accepts connections, reads JSON-Lines requests, answers with
-//! events. The one place that touches client sockets.
+//! events. This module holds the daemon's shared state ([`Daemon`], behind an `Arc` every
+//! task clones), the one loop that reads client sockets ([`serve_connection`]), the one writer
+//! of events ([`ClientWriter`]), and the dispatch of each request to the handler of its verb:
+//! a submodule each (`run`, `wait`, `send`, `follow`, `ps`, `kill`, `history`, `show`, `grep`,
+//! `stats`; `ping` and `purge` are a line here), with the registry of runs in flight in `runs`.
 //!
 //! Each connection is served by its own task, one request at a time; a client wanting two runs
 //! at once opens two connections. Runs are owned by the daemon, not by the connection: a client
 //! that disconnects mid-run does not stop its command, which completes and is recorded (unless
-//! it asked for `kill_on_disconnect`). The ops on runs in flight (`wait`, `send`, `follow`,
-//! `ps`, `kill`, and `run`'s `yield_ms` and `stream`) live in the `live` submodule, and the
-//! writing of runs' records to the index in `recorder`. No input can panic the daemon or reach
+//! it asked for `kill_on_disconnect`). The writing of runs' records to the index is in
+//! `recorder`. No input can panic the daemon or reach
 //! another client: every bad line gets an `error` event, and a line over the size limit closes
 //! that connection only.
 //!
@@ -17,12 +20,21 @@
 //! the kernel's socket buffer and the event being sent, and is then dropped. Idle connections
 //! with no request under way may stay open.
 
+mod follow;
 mod grep;
-mod live;
+mod history;
+mod kill;
+mod ps;
 mod recorder;
 mod redaction;
+mod run;
+mod runs;
+mod send;
+mod show;
+mod stats;
+mod wait;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,36 +46,27 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, Semaphore, watch};
 
-use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
-use crate::engine::highlight::Patterns;
-use crate::engine::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
 use crate::engine::redact::Redactor;
 use crate::engine::tokens;
 use crate::protocol::{
-    ErrorCode, ErrorEvent, Event, ExitEvent, HistoryEvent, HistoryRequest, MAX_REQUEST_BYTES,
-    PROTOCOL_VERSION, PongEvent, PurgeReport, PurgeRequest, Request, RunId, RunRecord, RunRequest,
-    ShowEvent, ShowRequest, StatsEvent, StreamMode, parse_request,
+    ErrorCode, ErrorEvent, Event, ExitEvent, MAX_REQUEST_BYTES, PROTOCOL_VERSION, PongEvent,
+    PurgeReport, PurgeRequest, Request, RunId, parse_request,
 };
-use crate::storage::index::{
-    Ending, HistoryFilter, Index, IndexError, RunEnd, RunRow, RunTokens, TOKEN_STATS_COMMANDS,
-    TOKEN_STATS_DAYS,
-};
+use crate::storage::index::{Ending, Index, IndexError, RunEnd, RunRow, RunTokens};
 use crate::storage::purge::{self, PurgePolicy};
-use crate::storage::read::{self, ReadError, ReadRequest};
 use crate::storage::space::Space;
 use crate::storage::spill::DataDir;
 use crate::supervisor::cgroup::{CgroupTree, Containment};
 use crate::supervisor::limits::Resources;
-use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
+use crate::supervisor::{Finished, StopReason};
 use crate::sync::lock;
 
 use self::grep::{grep, grep_permits};
-use self::live::{RecentRun, RunEntry, Session};
+use self::history::history;
 use self::recorder::{Record, Recorder};
-
-/// Terminal type a run gets unless it asks otherwise (its size: the normaliser's defaults,
-/// [`DEFAULT_COLS`] x [`DEFAULT_ROWS`], which its screen model assumes when told nothing).
-const DEFAULT_TERM: &str = "xterm-256color";
+use self::runs::{RecentRun, RunEntry, Session};
+use self::show::show;
+use self::stats::stats;
 
 /// How long shutdown waits, past the kill grace, for runs to wind up and clients to be told.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
@@ -322,6 +325,46 @@ impl Daemon {
             (false, Some(_)) => {}
         }
     }
+
+    /// A run id no recorded run has.
+    async fn fresh_run_id(&self) -> Result<RunId, ErrorEvent> {
+        loop {
+            let id = RunId::generate();
+            let taken = {
+                let (id, running) = (id.clone(), lock(&self.runs).contains_key(&id));
+                running
+                    || self
+                        .with_index(move |index| index.get(&id))
+                        .await?
+                        .is_some()
+            };
+            if !taken {
+                return Ok(id);
+            }
+        }
+    }
+
+    /// Completes a run's record (see [`Recorder`]: a busy index delays it, never loses it).
+    /// `finished.preview` is the one clients are given (annotated), whose tokens are counted
+    /// here: cheap, as previews are bounded (and measured from a sample past
+    /// [`tokens::EXACT_MAX_BYTES`], which only a `max_bytes` over it allows).
+    async fn record_end(&self, id: &RunId, finished: &Finished) {
+        let content = finished.preview.content.clone();
+        let counted = tokio::task::spawn_blocking(move || tokens::measure(&content)).await;
+        let tokens = counted.ok().map(|preview_tokens| RunTokens {
+            output: finished.output_tokens.tokens,
+            preview: preview_tokens.tokens,
+            output_estimated: finished.output_tokens.estimated || preview_tokens.estimated,
+        });
+        let ending = Ending {
+            ended_at: finished.ended_at,
+            status: finished.status,
+            exit_code: finished.exit_code,
+            signal: finished.signal,
+        };
+        let end = RunEnd::new(ending, &finished.preview, tokens);
+        self.recorder.record(Record::End(id.clone(), end)).await;
+    }
 }
 
 /// Stops, on a thread of its own, what the runs of a dead daemon left running: their
@@ -542,12 +585,12 @@ async fn answer(
             });
             send(write, &pong).await
         }
-        Ok(Request::Run(run)) => live::serve_run(*run, daemon, write, session).await,
-        Ok(Request::Wait(request)) => reply(write, live::wait(request, daemon).await).await,
-        Ok(Request::Send(request)) => reply(write, live::send_input(request, daemon).await).await,
-        Ok(Request::Follow(request)) => live::follow(request, daemon, write).await,
-        Ok(Request::Ps(request)) => send(write, &live::ps(&request, daemon)).await,
-        Ok(Request::Kill(request)) => reply(write, live::kill(request, daemon).await).await,
+        Ok(Request::Run(run)) => run::serve_run(*run, daemon, write, session).await,
+        Ok(Request::Wait(request)) => reply(write, wait::wait(request, daemon).await).await,
+        Ok(Request::Send(request)) => reply(write, send::send_input(request, daemon).await).await,
+        Ok(Request::Follow(request)) => follow::follow(request, daemon, write).await,
+        Ok(Request::Ps(request)) => send(write, &ps::ps(&request, daemon)).await,
+        Ok(Request::Kill(request)) => reply(write, kill::kill(request, daemon).await).await,
         Ok(Request::History(request)) => reply(write, history(request, daemon).await).await,
         Ok(Request::Show(request)) => reply(write, show(request, daemon).await).await,
         Ok(Request::Grep(request)) => reply(write, grep(request, daemon).await).await,
@@ -576,26 +619,6 @@ fn bad_request(message: String) -> ErrorEvent {
         code: ErrorCode::BadRequest,
         message,
     }
-}
-
-/// Most runs one `history` answer lists.
-const MAX_HISTORY: usize = 10_000;
-
-async fn history(r: HistoryRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
-    let filter = HistoryFilter {
-        since: r.since,
-        until: r.until,
-        status: r.status,
-        command_contains: r.command,
-        tags: r.tags.into_iter().collect(),
-        limit: r.limit.unwrap_or(0).min(MAX_HISTORY),
-    };
-    let rows = daemon
-        .with_index(move |index| index.history(&filter))
-        .await?;
-    Ok(Event::History(HistoryEvent {
-        runs: rows.into_iter().map(RunRecord::from).collect(),
-    }))
 }
 
 /// Finds a run's record and the spill file it names, refusing any path outside the spills
@@ -632,55 +655,6 @@ fn confine(path: &Path, dir: &Path) -> Option<PathBuf> {
     let path = path.canonicalize().ok()?;
     let dir = dir.canonicalize().ok()?;
     (path.starts_with(&dir) && path != dir).then_some(path)
-}
-
-async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
-    let (run, path) = spill_of(r.id.clone(), daemon).await?;
-    let defaults = ReadRequest::default();
-    let request = ReadRequest {
-        offset: r.offset.unwrap_or(defaults.offset),
-        limit: r.limit.unwrap_or(defaults.limit),
-        max_bytes: r.max_bytes.unwrap_or(defaults.max_bytes),
-    };
-    let page = tokio::task::spawn_blocking(move || read::read_page(&path, &request))
-        .await
-        .map_err(|e| internal(format!("read task failed: {e}")))?
-        .map_err(|e| match e {
-            ReadError::NotFound { .. } => ErrorEvent {
-                code: ErrorCode::SpillMissing,
-                message: format!("the output of run {}: {e}", r.id),
-            },
-            ReadError::Io { .. } => internal(e.to_string()),
-            _ => bad_request(e.to_string()),
-        })?;
-    Ok(Event::Show(Box::new(ShowEvent {
-        redactions: BTreeMap::new(),
-        run: run.into(),
-        next_offset: page.has_more().then_some(page.last + 1),
-        text: page.text,
-        first: page.first,
-        last: page.last,
-        total_lines: page.total_lines,
-        stopped_by_bytes: page.stopped_by_bytes,
-    })))
-}
-
-async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
-    let index = daemon.with_index(|index| index.stats()).await?;
-    // The token accounting's days: today (UTC) and the ones before it.
-    let today = chrono::Utc::now().date_naive();
-    let first_day = today - chrono::Days::new(u64::from(TOKEN_STATS_DAYS - 1));
-    let since = first_day.and_time(chrono::NaiveTime::MIN).and_utc();
-    let tokens = daemon
-        .with_index(move |index| index.token_stats(TOKEN_STATS_COMMANDS, since))
-        .await?;
-    Ok(Event::Stats(StatsEvent {
-        tokens: Some(tokens),
-        index,
-        max_disk: daemon.policy.max_disk,
-        retention_ms: u64::try_from(daemon.policy.retention.as_millis()).unwrap_or(u64::MAX),
-        data_dir: daemon.data_dir.root().to_string_lossy().into_owned(),
-    }))
 }
 
 /// A client's side of the connection for events: each event must be taken whole within the
@@ -721,69 +695,8 @@ async fn send(write: &mut ClientWriter, event: &Event) -> std::io::Result<()> {
     }
 }
 
-impl Daemon {
-    /// A run id no recorded run has.
-    async fn fresh_run_id(&self) -> Result<RunId, ErrorEvent> {
-        loop {
-            let id = RunId::generate();
-            let taken = {
-                let (id, running) = (id.clone(), lock(&self.runs).contains_key(&id));
-                running
-                    || self
-                        .with_index(move |index| index.get(&id))
-                        .await?
-                        .is_some()
-            };
-            if !taken {
-                return Ok(id);
-            }
-        }
-    }
-
-    /// Completes a run's record (see [`Recorder`]: a busy index delays it, never loses it).
-    /// `finished.preview` is the one clients are given (annotated), whose tokens are counted
-    /// here: cheap, as previews are bounded (and measured from a sample past
-    /// [`tokens::EXACT_MAX_BYTES`], which only a `max_bytes` over it allows).
-    async fn record_end(&self, id: &RunId, finished: &Finished) {
-        let content = finished.preview.content.clone();
-        let counted = tokio::task::spawn_blocking(move || tokens::measure(&content)).await;
-        let tokens = counted.ok().map(|preview_tokens| RunTokens {
-            output: finished.output_tokens.tokens,
-            preview: preview_tokens.tokens,
-            output_estimated: finished.output_tokens.estimated || preview_tokens.estimated,
-        });
-        let ending = Ending {
-            ended_at: finished.ended_at,
-            status: finished.status,
-            exit_code: finished.exit_code,
-            signal: finished.signal,
-        };
-        let end = RunEnd::new(ending, &finished.preview, tokens);
-        self.recorder.record(Record::End(id.clone(), end)).await;
-    }
-}
-
-fn launch_error(e: &LaunchError) -> Event {
-    let code = match e {
-        LaunchError::BadCwd { .. } => ErrorCode::BadCwd,
-        LaunchError::Spawn { .. } => ErrorCode::SpawnFailed,
-        LaunchError::Terminal { .. } | LaunchError::Internal { .. } => ErrorCode::Internal,
-    };
-    Event::error(code, e.to_string())
-}
-
 fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-/// Tells the model, in the preview's notice, what was stopped and which limits were hit.
-fn annotate(f: &mut Finished) {
-    crate::supervisor::leftovers::annotate(
-        &mut f.preview,
-        &f.stopped,
-        &f.limits_hit,
-        f.limits_note.as_deref(),
-    );
 }
 
 /// The `exit` event of a run whose preview has been [`annotate`]d.
@@ -802,94 +715,6 @@ fn exit_event(id: RunId, f: Finished) -> Event {
         limits_hit: f.limits_hit,
         preview: f.preview,
     }))
-}
-
-/// Resolves a request into a run specification, with the daemon's defaults.
-fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorEvent> {
-    let bad = bad_request;
-    let limits = Limits::new(
-        r.max_lines.unwrap_or(DEFAULT_MAX_LINES as u64),
-        r.max_bytes.unwrap_or(DEFAULT_MAX_BYTES as u64),
-    )
-    .map_err(|e| bad(e.to_string()))?;
-    let timeout = match r.timeout_ms {
-        Some(0) => return Err(bad("timeout_ms must be at least 1".into())),
-        Some(ms) => Some(Duration::from_millis(ms)),
-        None => daemon.default_timeout,
-    };
-    let cwd = match r.cwd {
-        Some(cwd) if !cwd.starts_with('/') => {
-            return Err(bad(format!("cwd must be an absolute path, got {cwd:?}")));
-        }
-        Some(cwd) => PathBuf::from(cwd),
-        None => std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
-    };
-    let tty = r.tty.unwrap_or(true).then(|| TtySize {
-        cols: r.cols.unwrap_or(DEFAULT_COLS),
-        rows: r.rows.unwrap_or(DEFAULT_ROWS),
-    });
-    let term = tty
-        .as_ref()
-        .map(|_| r.term.as_deref().unwrap_or(DEFAULT_TERM));
-    let base: BTreeMap<String, String> = r.base_env.unwrap_or_else(|| std::env::vars().collect());
-    let argv = match (r.argv, r.shell) {
-        (Some(argv), _) => argv,
-        (None, Some(shell)) => vec!["sh".into(), "-c".into(), shell],
-        (None, None) => return Err(bad("missing the command".into())),
-    };
-    let max_spill = match r.max_spill {
-        Some(0) => return Err(bad("max_spill must be at least 1".into())),
-        Some(n) if n > daemon.max_spill => {
-            return Err(bad(format!(
-                "max_spill {n} is over this daemon's cap of {} bytes (its --max-spill)",
-                daemon.max_spill
-            )));
-        }
-        Some(n) => n,
-        None => daemon.max_spill,
-    };
-    let max_tokens = match r.max_tokens {
-        Some(0) => return Err(bad("max_tokens must be at least 1".into())),
-        Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
-        None => None,
-    };
-    let resources = Resources {
-        memory: r.memory,
-        pids: r.pids,
-        cpu: r.cpu,
-    };
-    resources.check().map_err(bad)?;
-    let highlights = if r.no_highlights.unwrap_or(false) {
-        if !r.highlight.is_empty() {
-            return Err(bad(
-                "give highlight patterns or no_highlights, not both".into()
-            ));
-        }
-        None
-    } else {
-        Some(Patterns::with_extra(&r.highlight).map_err(|e| ErrorEvent {
-            code: ErrorCode::BadPattern,
-            message: grep::cut_message(&e.to_string(), 4 * grep::PATTERN_ECHO_BYTES),
-        })?)
-    };
-    Ok(RunSpec {
-        id,
-        argv,
-        cwd,
-        env: child_env(base, r.pager_safe.unwrap_or(true), term, &r.env),
-        tty,
-        timeout,
-        kill_grace: daemon.kill_grace,
-        limits,
-        direction: r.direction.unwrap_or_default(),
-        raw: r.raw.unwrap_or(false),
-        raw_stream: r.stream == Some(StreamMode::Raw),
-        highlights,
-        max_tokens,
-        max_spill,
-        cgroups: daemon.cgroups.clone(),
-        resources: resources.or(daemon.default_resources),
-    })
 }
 
 #[cfg(test)]

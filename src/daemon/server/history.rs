@@ -1,0 +1,26 @@
+//! `history`: past and running runs from the index, newest first.
+
+use crate::protocol::{ErrorEvent, Event, HistoryEvent, HistoryRequest, RunRecord};
+use crate::storage::index::HistoryFilter;
+
+use super::Daemon;
+
+/// Most runs one `history` answer lists.
+const MAX_HISTORY: usize = 10_000;
+
+pub(super) async fn history(r: HistoryRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    let filter = HistoryFilter {
+        since: r.since,
+        until: r.until,
+        status: r.status,
+        command_contains: r.command,
+        tags: r.tags.into_iter().collect(),
+        limit: r.limit.unwrap_or(0).min(MAX_HISTORY),
+    };
+    let rows = daemon
+        .with_index(move |index| index.history(&filter))
+        .await?;
+    Ok(Event::History(HistoryEvent {
+        runs: rows.into_iter().map(RunRecord::from).collect(),
+    }))
+}

@@ -1,0 +1,42 @@
+//! `ps`: the running commands.
+
+use std::sync::Arc;
+
+use crate::protocol::{Event, LiveRun, PsEvent, PsRequest};
+use crate::storage::index::display_command;
+use crate::sync::lock;
+
+use super::runs::{RunEntry, millis};
+use super::{Daemon, rfc3339};
+
+/// `ps`: the running commands, oldest first.
+pub(super) fn ps(request: &PsRequest, daemon: &Daemon) -> Event {
+    let entries: Vec<Arc<RunEntry>> = lock(&daemon.runs).values().cloned().collect();
+    let mut runs: Vec<LiveRun> = entries
+        .iter()
+        .filter(|e| !e.is_done())
+        .filter(|e| request.tags.iter().all(|(k, v)| e.tags.get(k) == Some(v)))
+        .map(|e| {
+            let stats = e.live.stats();
+            LiveRun {
+                id: e.id.clone(),
+                pid: e.pid,
+                command: display_command(e.argv.as_deref(), e.shell.as_deref()),
+                argv: e.argv.clone(),
+                shell: e.shell.clone(),
+                cwd: e.cwd.clone(),
+                tags: e.tags.clone(),
+                started_at: rfc3339(e.started_at),
+                elapsed_ms: millis(stats.elapsed),
+                idle_ms: millis(stats.idle),
+                total_lines: stats.lines,
+                total_bytes: stats.bytes,
+                tty: e.tty,
+                spill_path: e.spill_path().map(|p| p.to_string_lossy().into_owned()),
+                stopping: e.control.is_stopping(),
+            }
+        })
+        .collect();
+    runs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then(a.id.cmp(&b.id)));
+    Event::Ps(PsEvent { runs })
+}

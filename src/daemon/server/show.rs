@@ -1,0 +1,40 @@
+//! `show`: a page of a run's spill with its record.
+
+use std::collections::BTreeMap;
+
+use crate::protocol::{ErrorCode, ErrorEvent, Event, ShowEvent, ShowRequest};
+use crate::storage::read;
+use crate::storage::read::{ReadError, ReadRequest};
+
+use super::{Daemon, bad_request, internal, spill_of};
+
+pub(super) async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    let (run, path) = spill_of(r.id.clone(), daemon).await?;
+    let defaults = ReadRequest::default();
+    let request = ReadRequest {
+        offset: r.offset.unwrap_or(defaults.offset),
+        limit: r.limit.unwrap_or(defaults.limit),
+        max_bytes: r.max_bytes.unwrap_or(defaults.max_bytes),
+    };
+    let page = tokio::task::spawn_blocking(move || read::read_page(&path, &request))
+        .await
+        .map_err(|e| internal(format!("read task failed: {e}")))?
+        .map_err(|e| match e {
+            ReadError::NotFound { .. } => ErrorEvent {
+                code: ErrorCode::SpillMissing,
+                message: format!("the output of run {}: {e}", r.id),
+            },
+            ReadError::Io { .. } => internal(e.to_string()),
+            _ => bad_request(e.to_string()),
+        })?;
+    Ok(Event::Show(Box::new(ShowEvent {
+        redactions: BTreeMap::new(),
+        run: run.into(),
+        next_offset: page.has_more().then_some(page.last + 1),
+        text: page.text,
+        first: page.first,
+        last: page.last,
+        total_lines: page.total_lines,
+        stopped_by_bytes: page.stopped_by_bytes,
+    })))
+}
