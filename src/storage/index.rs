@@ -27,26 +27,46 @@
 //! Times are stored as INTEGER Unix milliseconds (UTC), so time ranges are index ranges; they
 //! come back at millisecond precision.
 
-use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rusqlite::types::{Type, Value};
+use rusqlite::types::Value;
 use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params,
+    Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
     params_from_iter,
 };
 use rusqlite_migration::{M, Migrations};
-use serde::Serialize;
 
-use crate::protocol::{
-    CommandTokens, DayTokens, IndexStats, Preview, RunId, RunRecord, RunStatus, StatusFilter,
-    TokenStats, TokenTotals,
-};
+use crate::protocol::{IndexStats, RunId, StatusFilter};
 use crate::storage::command_key::command_key;
+
+mod pages;
+mod records;
+mod tokens;
+
+pub(crate) use pages::PageStart;
+pub(crate) use pages::SpillRecord;
+pub use records::Ending;
+pub use records::HistoryFilter;
+pub use records::NewRun;
+pub use records::RECOVERED_COMMAND;
+pub use records::RecoveredRun;
+pub use records::RunEnd;
+pub use records::RunRow;
+pub use records::RunTokens;
+pub(crate) use records::display_command;
+use records::int;
+use records::millis;
+use records::read_id;
+use records::read_run;
+use records::read_time;
+use records::to_json;
+use records::unsigned;
+pub use tokens::TOKEN_STATS_COMMANDS;
+pub use tokens::TOKEN_STATS_DAYS;
 
 /// The index's file name; it lives in the data directory.
 pub const INDEX_FILE: &str = "index.sqlite3";
@@ -184,211 +204,6 @@ pub struct Index {
     path: PathBuf,
 }
 
-/// One run as stored: a row of `runs` with its tags ([`RunRecord`] is what answers carry).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunRow {
-    pub id: RunId,
-    /// Program and arguments, for a run given as argv.
-    pub argv: Option<Vec<String>>,
-    /// The command line, for a run given as a shell string.
-    pub shell: Option<String>,
-    /// For display: argv shell-quoted and joined, or the shell string as is.
-    pub command: String,
-    pub cwd: String,
-    pub tags: BTreeMap<String, String>,
-    pub started_at: DateTime<Utc>,
-    /// `None` while the run is going.
-    pub ended_at: Option<DateTime<Utc>>,
-    pub status: RunStatus,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    /// Output counters; `None` until the run ends (and for interrupted runs).
-    pub total_lines: Option<u64>,
-    pub total_bytes: Option<u64>,
-    pub truncated: Option<bool>,
-    pub spill_path: Option<String>,
-    /// The spill's size as last recorded.
-    pub spill_bytes: u64,
-    /// Every byte of output reached the spill.
-    pub spill_complete: bool,
-    /// The spill file was found gone (deleted by hand, or a purge crashed half-way); the row
-    /// stays until the retention purge removes it.
-    pub spill_missing: bool,
-    /// The command's process id.
-    pub pid: Option<u32>,
-    /// The first line the spill lacks when it stopped at its cap (`--max-spill`).
-    pub spill_capped_at_line: Option<u64>,
-    /// Model tokens (o200k) of the whole output and of the preview; `None` for runs that did
-    /// not end and runs recorded before spillway counted tokens.
-    pub output_tokens: Option<u64>,
-    pub preview_tokens: Option<u64>,
-    /// `output_tokens` was estimated from a sample of the output (outputs over
-    /// the engine's bound for an exact count) rather than counted.
-    pub output_tokens_estimated: Option<bool>,
-}
-
-/// The protocol's record of a run is mapped here, field by field, so that a column added to
-/// the schema reaches clients only when this says so.
-impl From<RunRow> for RunRecord {
-    fn from(row: RunRow) -> RunRecord {
-        RunRecord {
-            id: row.id,
-            argv: row.argv,
-            shell: row.shell,
-            command: row.command,
-            cwd: row.cwd,
-            tags: row.tags,
-            started_at: row.started_at,
-            ended_at: row.ended_at,
-            status: row.status,
-            exit_code: row.exit_code,
-            signal: row.signal,
-            total_lines: row.total_lines,
-            total_bytes: row.total_bytes,
-            truncated: row.truncated,
-            spill_path: row.spill_path,
-            spill_bytes: row.spill_bytes,
-            spill_complete: row.spill_complete,
-            spill_missing: row.spill_missing,
-            pid: row.pid,
-            spill_capped_at_line: row.spill_capped_at_line,
-            output_tokens: row.output_tokens,
-            preview_tokens: row.preview_tokens,
-            output_tokens_estimated: row.output_tokens_estimated,
-        }
-    }
-}
-
-/// A run as it starts.
-#[derive(Debug, Clone)]
-pub struct NewRun {
-    pub id: RunId,
-    pub argv: Option<Vec<String>>,
-    pub shell: Option<String>,
-    pub cwd: String,
-    pub tags: BTreeMap<String, String>,
-    pub started_at: DateTime<Utc>,
-    pub spill_path: Option<String>,
-    pub pid: Option<u32>,
-    /// The process writing the row (the daemon, or a `spillway truncate`): while it lives, the
-    /// run is never taken for interrupted.
-    pub owner_pid: u32,
-}
-
-/// How a run ended.
-#[derive(Debug, Clone)]
-pub struct RunEnd {
-    pub ended_at: DateTime<Utc>,
-    pub status: RunStatus,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub total_lines: u64,
-    pub total_bytes: u64,
-    pub truncated: bool,
-    pub spill_bytes: u64,
-    pub spill_complete: bool,
-    pub spill_capped_at_line: Option<u64>,
-    /// The tokens of its output and preview; `None` when they could not be counted.
-    pub tokens: Option<RunTokens>,
-}
-
-/// What a run's output and its preview cost in model tokens (o200k).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunTokens {
-    /// The whole (normalised) output: what a model would have read without spillway.
-    pub output: u64,
-    /// The preview, notice included, as the run's end gave it.
-    pub preview: u64,
-    /// `output` was estimated from a sample of the output rather than counted.
-    pub output_estimated: bool,
-}
-
-/// How a run ended, as its status says.
-#[derive(Debug, Clone, Copy)]
-pub struct Ending {
-    pub ended_at: DateTime<Utc>,
-    pub status: RunStatus,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-}
-
-impl RunEnd {
-    /// The record of a run that ended so, with `preview` its final preview: the one place a
-    /// run's end is made, for the daemon's runs and `spillway truncate`'s alike. The spill's
-    /// size is read from the file, since that says what really reached the disk; the spill is
-    /// complete when it holds every byte of the output. `tokens` are the output's and the
-    /// preview's, when they were counted.
-    pub fn new(ending: Ending, preview: &Preview, tokens: Option<RunTokens>) -> RunEnd {
-        let spill_bytes = preview
-            .spill_path
-            .as_ref()
-            .and_then(|path| std::fs::metadata(path).ok())
-            .map_or(0, |meta| meta.len());
-        RunEnd {
-            ended_at: ending.ended_at,
-            status: ending.status,
-            exit_code: ending.exit_code,
-            signal: ending.signal,
-            total_lines: preview.total_lines,
-            total_bytes: preview.total_bytes,
-            truncated: preview.truncated,
-            spill_bytes,
-            spill_complete: preview.spill_path.is_some() && spill_bytes == preview.total_bytes,
-            spill_capped_at_line: preview.spill_capped.map(|cap| cap.line),
-            tokens,
-        }
-    }
-}
-
-/// What a run known only by its spill file is recorded as ([`Index::insert_recovered`]).
-#[derive(Debug, Clone)]
-pub struct RecoveredRun {
-    pub id: RunId,
-    pub started_at: DateTime<Utc>,
-    /// When it was last known alive.
-    pub ended_at: DateTime<Utc>,
-    pub spill_path: String,
-    pub spill_bytes: u64,
-}
-
-/// The command a recovered run is listed with: nobody recorded the real one.
-pub const RECOVERED_COMMAND: &str = "(not recorded: the daemon stopped as this run started)";
-
-/// What `history` returns; every condition given must hold.
-#[derive(Debug, Clone, Default)]
-pub struct HistoryFilter {
-    /// Started at or after.
-    pub since: Option<DateTime<Utc>>,
-    /// Started at or before.
-    pub until: Option<DateTime<Utc>>,
-    pub status: Option<StatusFilter>,
-    /// The display command contains this text (case-sensitive, no wildcards).
-    pub command_contains: Option<String>,
-    /// The run has every one of these tags with exactly this value.
-    pub tags: Vec<(String, String)>,
-    /// At most this many runs; 0 means 50.
-    pub limit: usize,
-}
-
-/// Commands the token accounting lists at most, by tokens saved: the daemon's `stats` answer
-/// stays small however many distinct commands the index holds.
-pub const TOKEN_STATS_COMMANDS: usize = 100;
-
-/// Days (UTC) the token accounting lists at most, today's included.
-pub const TOKEN_STATS_DAYS: u32 = 90;
-
-/// The sums [`read_totals`] reads, in its order, over the runs [`HAS_TOKENS`] keeps.
-const TOKEN_SUMS: &str = "count(*), coalesce(sum(output_tokens), 0), \
-     coalesce(sum(preview_tokens), 0), coalesce(sum(output_tokens - preview_tokens), 0), \
-     coalesce(sum(output_tokens_estimated), 0)";
-
-/// The runs the token accounting sums; it implies the WHERE of migration 004's partial
-/// indexes, so that SQLite reads them.
-const HAS_TOKENS: &str = "output_tokens IS NOT NULL AND preview_tokens IS NOT NULL";
-
-/// Milliseconds in a UTC day (Unix time has no leap seconds).
-const DAY_MS: i64 = 86_400_000;
-
 impl Index {
     /// Opens (creating) the index at `path`, applies migrations, sets WAL and the busy timeout.
     /// A file that is not a spillway index (or is a newer one) is refused untouched.
@@ -463,28 +278,6 @@ impl Index {
                 end.tokens.map(|t| int(t.output)),
                 end.tokens.map(|t| int(t.preview)),
                 end.tokens.map(|t| t.output_estimated),
-            ])?;
-        if changed == 0 {
-            return Err(rusqlite::Error::QueryReturnedNoRows.into());
-        }
-        Ok(())
-    }
-
-    /// Records a finished run's tokens, counted after its end was recorded (`spillway
-    /// truncate` leaves them to a child process). An unknown id is an error
-    /// (`QueryReturnedNoRows`).
-    pub fn record_tokens(&mut self, id: &RunId, tokens: &RunTokens) -> Result<(), IndexError> {
-        let changed = self
-            .conn
-            .prepare_cached(
-                "UPDATE runs SET output_tokens = ?2, preview_tokens = ?3, \
-                 output_tokens_estimated = ?4 WHERE id = ?1",
-            )?
-            .execute(params![
-                id.as_str(),
-                int(tokens.output),
-                int(tokens.preview),
-                tokens.output_estimated
             ])?;
         if changed == 0 {
             return Err(rusqlite::Error::QueryReturnedNoRows.into());
@@ -611,52 +404,6 @@ impl Index {
         })
     }
 
-    /// The token accounting: totals over every run with token counts, the `top` commands by
-    /// tokens saved, and the days (UTC) of runs started at or after `since`, newest first.
-    ///
-    /// Each query reads one of migration 004's covering indexes, not the rows: 0.3 s at a
-    /// million runs (`cargo bench --bench index`). The totals are the commands' sums, so the
-    /// index is walked once for both; only the `top` commands are kept as it goes.
-    pub fn token_stats(&self, top: usize, since: DateTime<Utc>) -> Result<TokenStats, IndexError> {
-        let mut totals = TokenTotals::default();
-        let mut by_command = Vec::new();
-        let mut statement = self.conn.prepare_cached(&tokens_by_command_sql())?;
-        let mut rows = statement.query([])?;
-        while let Some(row) = rows.next()? {
-            let group = CommandTokens {
-                command: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                totals: read_totals(row, 1)?,
-            };
-            totals.add(&group.totals);
-            by_command.push(group);
-            if by_command.len() > top.saturating_mul(2).max(64) {
-                keep_top(&mut by_command, top);
-            }
-        }
-        keep_top(&mut by_command, top);
-        let all: i64 = self
-            .conn
-            .query_row("SELECT count(*) FROM runs", [], |row| row.get(0))?;
-        let mut by_day = self.conn.prepare_cached(&tokens_by_day_sql())?;
-        let by_day = by_day
-            .query_map([millis(since)], |row| {
-                let day: i64 = row.get(0)?;
-                Ok(DayTokens {
-                    day: to_time(0, day.saturating_mul(DAY_MS))?
-                        .format("%Y-%m-%d")
-                        .to_string(),
-                    totals: read_totals(row, 1)?,
-                })
-            })?
-            .collect::<Result<_, _>>()?;
-        Ok(TokenStats {
-            runs_without_tokens: unsigned(all).saturating_sub(totals.runs),
-            totals,
-            by_command,
-            by_day,
-        })
-    }
-
     fn time_query(&self, sql: &str) -> Result<Option<DateTime<Utc>>, IndexError> {
         let ms: Option<i64> = self.conn.query_row(sql, [], |row| row.get(0))?;
         Ok(ms.and_then(DateTime::from_timestamp_millis))
@@ -675,173 +422,6 @@ impl Index {
             }
         }
         Ok(total)
-    }
-}
-
-/// A finished run as the purge sees it.
-#[derive(Debug, Clone)]
-pub(crate) struct SpillRecord {
-    pub id: RunId,
-    pub started_at: DateTime<Utc>,
-    pub spill_path: Option<String>,
-    /// What the run adds to the quota: its recorded spill size, or 0 when the spill is missing.
-    pub counted_bytes: u64,
-}
-
-/// Where a page of runs in start order begins: strictly after `(started_at, id)`.
-#[derive(Debug, Clone)]
-pub(crate) struct PageStart {
-    started_ms: i64,
-    id: String,
-}
-
-impl PageStart {
-    /// Before every run.
-    pub fn start() -> PageStart {
-        PageStart {
-            started_ms: i64::MIN,
-            id: String::new(),
-        }
-    }
-
-    /// Before the first run started at or after `t`.
-    pub fn at(t: DateTime<Utc>) -> PageStart {
-        PageStart {
-            started_ms: millis(t),
-            id: String::new(),
-        }
-    }
-
-    /// Just after `run`.
-    pub fn after(run: &SpillRecord) -> PageStart {
-        PageStart {
-            started_ms: millis(run.started_at),
-            id: run.id.as_str().to_string(),
-        }
-    }
-}
-
-/// The columns [`read_spill_record`] reads.
-const SPILL_COLUMNS: &str = "id, started_at, spill_path, \
-     CASE WHEN spill_missing THEN 0 ELSE spill_bytes END";
-
-/// What the purge needs: pages of runs in start order, sizes, deletions. The purge decides;
-/// these only query and write.
-impl Index {
-    /// Finished runs started before `before`, oldest first, after `cursor`.
-    pub(crate) fn expired_page(
-        &self,
-        before: DateTime<Utc>,
-        cursor: &PageStart,
-        limit: usize,
-    ) -> Result<Vec<SpillRecord>, IndexError> {
-        let sql = format!(
-            "SELECT {SPILL_COLUMNS} FROM runs WHERE status <> 'running' AND started_at < ?1 \
-             AND (started_at, id) > (?2, ?3) ORDER BY started_at, id LIMIT ?4"
-        );
-        let mut statement = self.conn.prepare_cached(&sql)?;
-        let rows = statement.query_map(
-            params![millis(before), cursor.started_ms, cursor.id, int(limit)],
-            read_spill_record,
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Finished runs whose spill counts toward the quota, oldest first, after `cursor`.
-    pub(crate) fn evictable_page(
-        &self,
-        cursor: &PageStart,
-        limit: usize,
-    ) -> Result<Vec<SpillRecord>, IndexError> {
-        let sql = format!(
-            "SELECT {SPILL_COLUMNS} FROM runs WHERE status <> 'running' AND spill_missing = 0 \
-             AND spill_bytes > 0 AND (started_at, id) > (?1, ?2) ORDER BY started_at, id LIMIT ?3"
-        );
-        let mut statement = self.conn.prepare_cached(&sql)?;
-        let rows = statement.query_map(
-            params![cursor.started_ms, cursor.id, int(limit)],
-            read_spill_record,
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Recorded spill bytes of the finished runs started at or after `since`, missing spills
-    /// excluded.
-    pub(crate) fn counted_spill_bytes(&self, since: DateTime<Utc>) -> Result<u64, IndexError> {
-        let sum: i64 = self.conn.query_row(
-            "SELECT coalesce(sum(spill_bytes), 0) FROM runs \
-             WHERE status <> 'running' AND spill_missing = 0 AND started_at >= ?1",
-            [millis(since)],
-            |row| row.get(0),
-        )?;
-        Ok(unsigned(sum))
-    }
-
-    /// The spill paths of the runs still going.
-    pub(crate) fn running_spill_paths(&self) -> Result<Vec<String>, IndexError> {
-        Ok(running_runs(&self.conn)?
-            .into_iter()
-            .filter_map(|run| run.spill_path)
-            .collect())
-    }
-
-    /// Deletes these runs' rows (and their tags), in one transaction.
-    pub(crate) fn delete_runs(&mut self, ids: &[RunId]) -> Result<(), IndexError> {
-        self.for_each_id(ids, "DELETE FROM runs WHERE id = ?1")
-    }
-
-    /// Marks these runs' spills missing, in one transaction.
-    pub(crate) fn mark_missing(&mut self, ids: &[RunId]) -> Result<(), IndexError> {
-        self.for_each_id(ids, "UPDATE runs SET spill_missing = 1 WHERE id = ?1")
-    }
-
-    fn for_each_id(&mut self, ids: &[RunId], sql: &str) -> Result<(), IndexError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let tx = self.conn.transaction()?;
-        {
-            let mut statement = tx.prepare_cached(sql)?;
-            for id in ids {
-                statement.execute([id.as_str()])?;
-            }
-        }
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// Whether some run's spill file has this name.
-    pub(crate) fn names_spill(&self, name: &str) -> Result<bool, IndexError> {
-        let found = self
-            .conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM runs WHERE spill_name = ?1)")?
-            .query_row([name], |row| row.get(0))?;
-        Ok(found)
-    }
-
-    /// Finished runs with a spill not yet known missing whose file name is not in `listed`,
-    /// as (id, spill path, counted bytes): the spills that may be gone.
-    pub(crate) fn spills_not_listed(
-        &self,
-        listed: &HashSet<&str>,
-    ) -> Result<Vec<(RunId, String, u64)>, IndexError> {
-        let mut statement = self.conn.prepare_cached(
-            "SELECT spill_name, id, spill_path, spill_bytes FROM runs \
-             WHERE spill_path IS NOT NULL AND spill_missing = 0 AND status <> 'running'",
-        )?;
-        let mut rows = statement.query([])?;
-        let mut unlisted = Vec::new();
-        while let Some(row) = rows.next()? {
-            let name = row
-                .get_ref(0)?
-                .as_str_or_null()
-                .map_err(|e| bad_column(0, e))?;
-            if name.is_some_and(|name| listed.contains(name)) {
-                continue;
-            }
-            unlisted.push((read_id(row, 1)?, row.get(2)?, unsigned(row.get(3)?)));
-        }
-        Ok(unlisted)
     }
 }
 
@@ -969,17 +549,6 @@ fn insert_tags(tx: &Transaction<'_>, run: &NewRun) -> rusqlite::Result<()> {
         statement.execute(params![run.id.as_str(), key, value, millis(run.started_at)])?;
     }
     Ok(())
-}
-
-/// argv shell-quoted and joined, or the shell string as is.
-pub(crate) fn display_command(argv: Option<&[String]>, shell: Option<&str>) -> String {
-    match (argv, shell) {
-        (Some(argv), _) => shlex::try_join(argv.iter().map(String::as_str))
-            // Only a NUL byte defeats quoting, and the protocol refuses those.
-            .unwrap_or_else(|_| argv.join(" ")),
-        (None, Some(shell)) => shell.to_string(),
-        (None, None) => String::new(),
-    }
 }
 
 /// A run still `running`.
@@ -1149,143 +718,17 @@ fn history_query(filter: &HistoryFilter) -> (String, Vec<Value>) {
     (sql, values)
 }
 
-/// Reads a row selected with [`RUN_COLUMNS`].
-fn read_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
-    Ok(RunRow {
-        id: read_id(row, 0)?,
-        argv: row
-            .get::<_, Option<String>>(1)?
-            .map(|json| from_json(1, &json))
-            .transpose()?,
-        shell: row.get(2)?,
-        command: row.get(3)?,
-        cwd: row.get(4)?,
-        tags: from_json(5, &row.get::<_, String>(5)?)?,
-        started_at: read_time(row, 6)?,
-        ended_at: row
-            .get::<_, Option<i64>>(7)?
-            .map(|ms| to_time(7, ms))
-            .transpose()?,
-        status: read_status(row, 8)?,
-        exit_code: row.get(9)?,
-        signal: row.get(10)?,
-        total_lines: row.get::<_, Option<i64>>(11)?.map(unsigned),
-        total_bytes: row.get::<_, Option<i64>>(12)?.map(unsigned),
-        truncated: row.get(13)?,
-        spill_path: row.get(14)?,
-        spill_bytes: unsigned(row.get(15)?),
-        spill_complete: row.get(16)?,
-        spill_missing: row.get(17)?,
-        pid: row.get(18)?,
-        spill_capped_at_line: row.get::<_, Option<i64>>(19)?.map(unsigned),
-        output_tokens: row.get::<_, Option<i64>>(20)?.map(unsigned),
-        preview_tokens: row.get::<_, Option<i64>>(21)?.map(unsigned),
-        output_tokens_estimated: row.get(22)?,
-    })
-}
-
-/// The token sums by command key, in key order.
-fn tokens_by_command_sql() -> String {
-    format!("SELECT command_key, {TOKEN_SUMS} FROM runs WHERE {HAS_TOKENS} GROUP BY command_key")
-}
-
-/// The token sums by UTC day (days since the epoch) of the runs started at or after `?1`,
-/// newest first.
-fn tokens_by_day_sql() -> String {
-    format!(
-        "SELECT started_at / {DAY_MS} AS day, {TOKEN_SUMS} FROM runs \
-         WHERE {HAS_TOKENS} AND started_at >= ?1 GROUP BY day ORDER BY day DESC"
-    )
-}
-
-/// Keeps the `top` commands that saved the most tokens, most first (ties by name).
-fn keep_top(commands: &mut Vec<CommandTokens>, top: usize) {
-    commands.sort_by(|a, b| {
-        (b.totals.saved_tokens.cmp(&a.totals.saved_tokens)).then_with(|| a.command.cmp(&b.command))
-    });
-    commands.truncate(top);
-}
-
-/// Reads the [`TOKEN_SUMS`] starting at `column`.
-fn read_totals(row: &Row<'_>, column: usize) -> rusqlite::Result<TokenTotals> {
-    Ok(TokenTotals {
-        runs: unsigned(row.get(column)?),
-        output_tokens: unsigned(row.get(column + 1)?),
-        preview_tokens: unsigned(row.get(column + 2)?),
-        saved_tokens: row.get(column + 3)?,
-        estimated_runs: unsigned(row.get(column + 4)?),
-    })
-}
-
-/// Reads a row selected with [`SPILL_COLUMNS`].
-fn read_spill_record(row: &Row<'_>) -> rusqlite::Result<SpillRecord> {
-    Ok(SpillRecord {
-        id: read_id(row, 0)?,
-        started_at: read_time(row, 1)?,
-        spill_path: row.get(2)?,
-        counted_bytes: unsigned(row.get(3)?),
-    })
-}
-
-fn read_id(row: &Row<'_>, column: usize) -> rusqlite::Result<RunId> {
-    RunId::try_from(row.get::<_, String>(column)?).map_err(|e| bad_column(column, e))
-}
-
-fn read_time(row: &Row<'_>, column: usize) -> rusqlite::Result<DateTime<Utc>> {
-    to_time(column, row.get(column)?)
-}
-
-fn to_time(column: usize, ms: i64) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| bad_column(column, format!("time {ms} ms is out of range")))
-}
-
-fn read_status(row: &Row<'_>, column: usize) -> rusqlite::Result<RunStatus> {
-    let text: String = row.get(column)?;
-    RunStatus::ALL
-        .into_iter()
-        .find(|status| status.as_str() == text)
-        .ok_or_else(|| bad_column(column, format!("unknown run status {text:?}")))
-}
-
-fn from_json<T: serde::de::DeserializeOwned>(column: usize, json: &str) -> rusqlite::Result<T> {
-    serde_json::from_str(json).map_err(|e| bad_column(column, e))
-}
-
-fn to_json<T: Serialize>(value: &T) -> rusqlite::Result<String> {
-    serde_json::to_string(value).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-}
-
-fn bad_column(
-    column: usize,
-    error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(column, Type::Text, error.into())
-}
-
-/// A time as stored: Unix milliseconds.
-fn millis(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
-/// A count as stored (SQLite integers are signed; counts never come near the limit).
-fn int(n: impl TryInto<i64>) -> i64 {
-    n.try_into().unwrap_or(i64::MAX)
-}
-
-/// A stored count back; a negative one (never written) reads as 0.
-fn unsigned(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::collections::BTreeMap;
     use std::os::unix::process::ExitStatusExt;
 
     use chrono::TimeZone;
     use rusqlite_migration::{M, Migrations};
 
+    use super::tokens::{tokens_by_command_sql, tokens_by_day_sql};
     use super::*;
+    use crate::protocol::{RunRecord, RunStatus, TokenStats, TokenTotals};
 
     /// A run id, distinct for each `n`.
     pub(crate) fn id(n: u32) -> RunId {
