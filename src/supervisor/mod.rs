@@ -37,34 +37,25 @@
 //! nothing can fork its way out of) and named in the result ([`Finished::stopped`]). The same
 //! cgroups hold the run to its resource limits ([`limits`]).
 
-use std::collections::BTreeMap;
-use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::{self, JoinHandle};
+use std::thread::{self};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
-use nix::unistd::{AccessFlags, Pid, access};
+use nix::unistd::Pid;
 use tokio::sync::{Notify, oneshot};
 
-use crate::engine::capture::{Capture, Limits, SpillPolicy};
+use crate::engine::capture::Limits;
 use crate::engine::highlight::Patterns;
-use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::tokens;
 use crate::protocol::{Direction, Preview, RunId, RunStatus};
 use crate::storage::spill::DataDir;
-use crate::supervisor::input::Input;
 use crate::supervisor::progress::Live;
-use pty::{Channel, Chunk, Output};
 
 pub mod cgroup;
 mod contain;
@@ -78,63 +69,22 @@ pub(crate) mod progress;
 pub(crate) mod pty;
 pub(crate) mod reaper;
 
-use self::cgroup::{CgroupTree, RunCgroup};
-use self::descendants::{EndReport, Member, Tracker};
-use self::limits::{Enforcement, Resources};
+use self::cgroup::CgroupTree;
+use self::descendants::{Member, Tracker};
+use self::limits::Resources;
 use crate::protocol::{LimitHit, StoppedProcess};
+mod reader;
+mod spawn;
+mod waiter;
+
+pub use spawn::child_env;
+use spawn::command;
+use spawn::{spawn_error, start};
+use waiter::REAP_PATIENCE;
 
 /// How often a running command's processes are looked at, so that one killed by its
 /// terminal's hangup at the command's exit still has a name in the report.
 const TRACK_TICK: Duration = Duration::from_millis(500);
-
-/// How long output may go on after the command has exited before its process group is killed.
-pub const EXIT_DRAIN: Duration = Duration::from_millis(300);
-
-/// How long the reader goes on after that kill before it stops reading regardless.
-pub const KILLED_DRAIN: Duration = Duration::from_millis(200);
-
-/// Size of each read from a run's output.
-const READ_CHUNK: usize = 64 * 1024;
-
-/// How long the end of a run waits for its group's killed members to die before it leaves
-/// them unreaped (they have been sent SIGKILL: only a process stuck in the kernel takes this
-/// long).
-const REAP_PATIENCE: Duration = Duration::from_secs(1);
-
-/// Where `execvp` looks for programs when the environment has no `PATH` (glibc's default).
-const DEFAULT_PATH: &str = "/bin:/usr/bin";
-
-/// Variables that belong to the daemon's own service manager (systemd's socket activation,
-/// watchdog and journal), which a command must not inherit: a child that saw `NOTIFY_SOCKET`
-/// could report readiness, or stop, on the daemon's behalf.
-pub const SERVICE_MANAGER_ENV: &[&str] = &[
-    "NOTIFY_SOCKET",
-    "LISTEN_PID",
-    "LISTEN_FDS",
-    "LISTEN_FDNAMES",
-    "WATCHDOG_PID",
-    "WATCHDOG_USEC",
-    "INVOCATION_ID",
-    "JOURNAL_STREAM",
-    "MANAGERPID",
-    "SYSTEMD_EXEC_PID",
-];
-
-/// What `pager_safe` sets: pagers that print and exit (`cat`, or empty where the tool then
-/// uses no pager), and prompts for credentials or answers turned off, so that no command sits
-/// waiting for a key nobody will press.
-pub const PAGER_SAFE_ENV: &[(&str, &str)] = &[
-    ("PAGER", "cat"),
-    ("GIT_PAGER", "cat"),
-    ("MANPAGER", "cat"),
-    ("SYSTEMD_PAGER", ""),
-    ("GIT_TERMINAL_PROMPT", "0"),
-    ("GH_PAGER", "cat"),
-    ("AWS_PAGER", ""),
-    ("PSQL_PAGER", "cat"),
-    ("GCM_INTERACTIVE", "never"),
-    ("DEBIAN_FRONTEND", "noninteractive"),
-];
 
 /// A terminal's size in character cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,32 +129,6 @@ pub struct RunSpec {
     pub cgroups: Option<Arc<CgroupTree>>,
     /// The run's resource limits.
     pub resources: Resources,
-}
-
-/// Builds a child's environment: `base` without the variables of the daemon's service manager
-/// ([`SERVICE_MANAGER_ENV`]), then, if `pager_safe`, [`PAGER_SAFE_ENV`] over it, then
-/// `TERM=term` if given, then `overrides` over everything. The result is sorted by name, each
-/// name once (the last value given wins).
-pub fn child_env(
-    base: impl IntoIterator<Item = (String, String)>,
-    pager_safe: bool,
-    term: Option<&str>,
-    overrides: &BTreeMap<String, String>,
-) -> Vec<(String, String)> {
-    let mut env: BTreeMap<String, String> = base
-        .into_iter()
-        .filter(|(name, _)| !SERVICE_MANAGER_ENV.contains(&name.as_str()))
-        .collect();
-    if pager_safe {
-        for (name, value) in PAGER_SAFE_ENV {
-            env.insert((*name).to_string(), (*value).to_string());
-        }
-    }
-    if let Some(term) = term {
-        env.insert("TERM".to_string(), term.to_string());
-    }
-    env.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
-    env.into_iter().collect()
 }
 
 /// What prevented a run from starting. Nothing after the start is an error: it is in
@@ -325,207 +249,6 @@ pub async fn launch(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, Launc
             reason: e.to_string(),
         }),
     }
-}
-
-/// The blocking part of [`launch`]: checks, spawn, the run's two threads and its deadline task.
-fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
-    reaper::become_subreaper();
-    let cwd = check_cwd(&spec.cwd)?;
-    let program = resolve_program(&spec.argv, &spec.env, &cwd)?;
-    let terminal = |e: io::Error| LaunchError::Terminal {
-        reason: e.to_string(),
-    };
-    let Channel {
-        output,
-        child,
-        input,
-    } = match spec.tty {
-        Some(size) => pty::open_pty(size.cols, size.rows),
-        None => pty::open_pipe(),
-    }
-    .map_err(terminal)?;
-    let (wake_rx, wake_tx) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| terminal(e.into()))?;
-    let cgroup = spec.cgroups.as_ref().and_then(|tree| {
-        tree.create(&spec.id, &spec.resources)
-            .map_err(|e| tracing::warn!(run = %spec.id, "no cgroup for the run: {e}"))
-            .ok()
-    });
-    let (pid, cgroup) = contain::spawn_contained(&spec, &cwd, &program, child, cgroup)?;
-    let none = Resources::default();
-    let enforcement = Enforcement::plan(
-        &spec.resources,
-        cgroup.as_ref().map_or(&none, RunCgroup::enforced),
-    );
-    let started_at = Utc::now();
-    let tracker = Tracker::new(spec.id.clone(), pid, cgroup);
-    let shared = Arc::new(Shared::new(
-        spec.id.clone(),
-        pid,
-        spec.kill_grace,
-        tracker,
-        enforcement.notice(),
-    ));
-    let reader = Reader::new(
-        &spec,
-        output,
-        input,
-        data_dir,
-        Drain::new(Arc::clone(&shared), wake_rx),
-    );
-    let live = Arc::clone(&reader.live);
-    let spill_path = live.spill_path().map(Path::to_path_buf);
-    let (exited, finished) = start_threads(&shared, reader, wake_tx, started_at)?;
-    // Blocking-pool threads run inside the runtime's context.
-    tokio::spawn(enforce_deadlines(Arc::clone(&shared), spec.timeout, exited));
-    tokio::spawn(track_while_running(Arc::clone(&shared)));
-    Ok(Launched {
-        pid,
-        started_at,
-        spill_path,
-        control: RunControl { shared },
-        live,
-        finished,
-    })
-}
-
-/// Starts the waiter, then the reader; returns the receivers that learn of the command's exit
-/// and of the end of the run. If a thread cannot start, the command is killed and reaped.
-fn start_threads(
-    shared: &Arc<Shared>,
-    reader: Reader,
-    wake: OwnedFd,
-    started_at: chrono::DateTime<Utc>,
-) -> Result<(oneshot::Receiver<()>, oneshot::Receiver<Finished>), LaunchError> {
-    let pid = shared.pgid;
-    let (exited_tx, exited_rx) = oneshot::channel();
-    let (finished_tx, finished_rx) = oneshot::channel();
-    let (reader_tx, reader_rx) = mpsc::channel();
-    let waiter = Waiter {
-        shared: Arc::clone(shared),
-        wake,
-        exited: exited_tx,
-        reader: reader_rx,
-        finished: finished_tx,
-        started_at,
-    };
-    if let Err(e) = spawn_thread("wait", pid, move || waiter.run()) {
-        shared.abandon();
-        return Err(e);
-    }
-    // From here the waiter owns the clean-up: if the reader cannot start, killing the group is
-    // enough for the waiter to reap the command.
-    match spawn_thread("read", pid, move || reader.run()) {
-        Ok(handle) => {
-            // The waiter only goes away after the command has exited, when nobody needs this.
-            let _ = reader_tx.send(handle);
-            Ok((exited_rx, finished_rx))
-        }
-        Err(e) => {
-            shared.signal(Signal::SIGKILL);
-            Err(e)
-        }
-    }
-}
-
-/// Checks that `cwd` is a directory we can enter; returns it made absolute.
-fn check_cwd(cwd: &Path) -> Result<PathBuf, LaunchError> {
-    let bad = |reason: String| LaunchError::BadCwd {
-        cwd: cwd.to_path_buf(),
-        reason,
-    };
-    let meta = std::fs::metadata(cwd).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => bad("no such directory".into()),
-        _ => bad(e.to_string()),
-    })?;
-    if !meta.is_dir() {
-        return Err(bad("not a directory".into()));
-    }
-    access(cwd, AccessFlags::X_OK).map_err(|e| bad(format!("cannot enter it: {}", e.desc())))?;
-    std::path::absolute(cwd).map_err(|e| bad(e.to_string()))
-}
-
-/// Finds the program `argv[0]` names, as `execvp` would but in the child's `PATH` (from `env`,
-/// else [`DEFAULT_PATH`]): a name with a `/` is a path (relative to `cwd`), any other is looked
-/// up in each `PATH` directory in turn (relative ones, and empty ones, against `cwd`).
-fn resolve_program(
-    argv: &[String],
-    env: &[(String, String)],
-    cwd: &Path,
-) -> Result<PathBuf, LaunchError> {
-    let Some(name) = argv.first().filter(|name| !name.is_empty()) else {
-        return Err(LaunchError::Spawn {
-            program: String::new(),
-            reason: "the command is empty".into(),
-        });
-    };
-    if name.contains('/') {
-        return Ok(cwd.join(name));
-    }
-    let search = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
-    let mut not_executable = None;
-    for dir in search.split(':') {
-        let candidate = cwd.join(dir).join(name);
-        if !candidate.is_file() {
-            continue;
-        }
-        if access(&candidate, AccessFlags::X_OK).is_ok() {
-            return Ok(candidate);
-        }
-        not_executable.get_or_insert(candidate);
-    }
-    let reason = match not_executable {
-        Some(path) => format!("{} is not executable (permission denied)", path.display()),
-        None => format!("program not found (searched PATH={search})"),
-    };
-    Err(LaunchError::Spawn {
-        program: name.clone(),
-        reason,
-    })
-}
-
-/// The command for `program` with `argv[0]` as its name: only `env` as its environment.
-fn command(argv: &[String], env: &[(String, String)], cwd: &Path, program: &Path) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.arg0(&argv[0])
-        .args(&argv[1..])
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .current_dir(cwd);
-    cmd
-}
-
-/// Words a failed spawn: what `exec` (or the set-up before it) said.
-fn spawn_error(program: &str, e: io::Error) -> LaunchError {
-    let reason = match e.raw_os_error().map(Errno::from_raw) {
-        Some(Errno::ENOENT) => "not found (or its #! interpreter is missing)".into(),
-        Some(Errno::EACCES) => "permission denied (not executable?)".into(),
-        Some(Errno::ENOEXEC) => "not an executable format".into(),
-        _ => e.to_string(),
-    };
-    LaunchError::Spawn {
-        program: program.to_string(),
-        reason,
-    }
-}
-
-/// Spawns one of a run's threads, named after its job and the run's pid (short enough for
-/// Linux's 15-byte thread names).
-fn spawn_thread<T: Send + 'static>(
-    job: &str,
-    pid: Pid,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<JoinHandle<T>, LaunchError> {
-    thread::Builder::new()
-        .name(format!("{job}-{pid}"))
-        .spawn(f)
-        .map_err(|e| LaunchError::Internal {
-            reason: format!("cannot start a thread: {e}"),
-        })
 }
 
 /// Why spillway ended a run, if it did.
@@ -791,235 +514,12 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// What the reader hands the waiter when the output has ended: the preview, and the whole
-/// output's model tokens.
-type Finish = (Preview, tokens::Count);
-
-/// The waiter thread: learns of the leader's exit, then, once the reader is done, reaps the
-/// leader and the group and sends the result.
-struct Waiter {
-    shared: Arc<Shared>,
-    /// Dropped at the leader's exit, which wakes the reader.
-    wake: OwnedFd,
-    exited: oneshot::Sender<()>,
-    reader: mpsc::Receiver<JoinHandle<(Finish, Output)>>,
-    finished: oneshot::Sender<Finished>,
-    started_at: chrono::DateTime<Utc>,
-}
-
-impl Waiter {
-    fn run(self) {
-        self.shared.wait_for_exit();
-        let exited_at = Instant::now();
-        // What the command left running, looked at as soon as it has exited (a stop's
-        // signals are still at work on the group then: only what outlives them counts).
-        let by_itself = self.shared.state().cause.is_none();
-        let mut at_exit = if by_itself {
-            self.shared.tracker.members(false)
-        } else {
-            Vec::new()
-        };
-        descendants::describe(&mut at_exit);
-        self.shared.mark_exited();
-        drop(self.wake);
-        let _ = self.exited.send(());
-        // No reader means the launch failed after the spawn and the group has been killed.
-        let read = self.reader.recv().map(JoinHandle::join);
-        // A command that exited leaving no process behind has nothing left to stop: only
-        // the processes it left could have started more since.
-        let stopped = if by_itself && at_exit.is_empty() {
-            Vec::new()
-        } else {
-            self.shared.tracker.stop(self.shared.kill_grace)
-        };
-        let wait = self.shared.reap();
-        self.shared.reap_members();
-        let hung_up = if by_itself {
-            reaper::hung_up_since(self.shared.pgid.as_raw() as u32, exited_at)
-        } else {
-            Vec::new()
-        };
-        let EndReport {
-            stopped,
-            limits_hit,
-        } = self.shared.tracker.finish(at_exit, stopped, &hung_up);
-        let ended_at = Utc::now();
-        let (preview, output_tokens) = match read {
-            // The output is closed only now, after the command's exit: closing a PTY's master
-            // hangs the terminal up, and the command, which may have closed its own copies
-            // and gone on, would get SIGHUP.
-            Ok(Ok((finish, output))) => {
-                drop(output);
-                finish
-            }
-            Ok(Err(panic)) => std::panic::resume_unwind(panic),
-            Err(_) => return,
-        };
-        let (status, exit_code, signal) = self.shared.outcome(wait);
-        let _ = self.finished.send(Finished {
-            status,
-            exit_code,
-            signal,
-            started_at: self.started_at,
-            ended_at,
-            preview,
-            output_tokens,
-            stopped,
-            limits_hit,
-            limits_note: self.shared.limits_note.clone(),
-        });
-    }
-}
-
-/// The reader thread: output -> normaliser -> capture (in the run's [`Live`] state), then the
-/// preview.
-struct Reader {
-    output: Output,
-    live: Arc<Live>,
-    drain: Drain,
-}
-
-impl Reader {
-    /// A reader of `output` for `spec`'s run; creates the spill file.
-    fn new(
-        spec: &RunSpec,
-        output: Output,
-        input: Option<Input>,
-        data_dir: &DataDir,
-        drain: Drain,
-    ) -> Reader {
-        let defaults = NormaliseOptions::default();
-        // The screen model draws on a terminal of the PTY's size.
-        let size = spec.tty.unwrap_or(TtySize {
-            cols: defaults.cols,
-            rows: defaults.rows,
-        });
-        let normaliser = Normaliser::new(NormaliseOptions {
-            raw: spec.raw,
-            cols: size.cols,
-            rows: size.rows,
-            ..defaults
-        });
-        let capture = Capture::new(spec.limits, SpillPolicy::Always(data_dir.clone()))
-            .with_spill_cap(spec.max_spill)
-            .with_highlights(spec.highlights.clone());
-        Reader {
-            output,
-            live: Arc::new(Live::new(
-                normaliser,
-                capture,
-                spec.direction,
-                input,
-                spec.raw_stream,
-                spec.max_tokens,
-            )),
-            drain,
-        }
-    }
-
-    /// Reads the output to its end; returns the preview and the output's tokens, and the
-    /// output for the waiter to close once the command has exited.
-    fn run(mut self) -> (Finish, Output) {
-        if let Err(e) = self.pump() {
-            tracing::warn!(run = %self.drain.shared.id, "reading the output failed: {e}");
-        }
-        (self.live.finish(), self.output)
-    }
-
-    /// Reads until the end of the output, or until the drain runs out of patience.
-    fn pump(&mut self) -> io::Result<()> {
-        let mut buf = vec![0; READ_CHUNK];
-        loop {
-            let chunk = self.output.read(&mut buf)?;
-            match chunk {
-                Chunk::Data(n) => self.live.feed(&buf[..n]),
-                Chunk::Eof => return Ok(()),
-                Chunk::WouldBlock => {}
-            }
-            let limit = match self.drain.patience() {
-                Patience::Unlimited => None,
-                Patience::For(limit) => Some(limit),
-                Patience::Exhausted => {
-                    tracing::warn!(
-                        run = %self.drain.shared.id,
-                        "stopped reading: a process outside the group holds the output open"
-                    );
-                    return Ok(());
-                }
-            };
-            if chunk == Chunk::WouldBlock {
-                self.live.pause();
-                self.output.wait(self.drain.wake(), limit)?;
-            }
-        }
-    }
-}
-
-/// How long the reader may still wait for output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Patience {
-    /// The leader is running: as long as it takes.
-    Unlimited,
-    For(Duration),
-    /// Stop reading.
-    Exhausted,
-}
-
-/// The reader's side of the policy that follows the leader's exit (see the module docs).
-struct Drain {
-    shared: Arc<Shared>,
-    /// Hung up by the waiter at the leader's exit; dropped once that has been seen.
-    wake: Option<OwnedFd>,
-    exited_at: Option<Instant>,
-    killed_at: Option<Instant>,
-}
-
-impl Drain {
-    fn new(shared: Arc<Shared>, wake: OwnedFd) -> Drain {
-        Drain {
-            shared,
-            wake: Some(wake),
-            exited_at: None,
-            killed_at: None,
-        }
-    }
-
-    fn wake(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        self.wake.as_ref().map(AsFd::as_fd)
-    }
-
-    /// How long the reader may wait now; kills the group when the first grace has run out.
-    fn patience(&mut self) -> Patience {
-        let exited_at = match self.exited_at {
-            Some(at) => at,
-            None if !self.shared.leader_exited.load(Ordering::Acquire) => {
-                return Patience::Unlimited;
-            }
-            None => {
-                self.wake = None;
-                *self.exited_at.insert(Instant::now())
-            }
-        };
-        let now = Instant::now();
-        if let Some(killed_at) = self.killed_at {
-            return match (killed_at + KILLED_DRAIN).checked_duration_since(now) {
-                Some(left) if !left.is_zero() => Patience::For(left),
-                _ => Patience::Exhausted,
-            };
-        }
-        match (exited_at + EXIT_DRAIN).checked_duration_since(now) {
-            Some(left) if !left.is_zero() => Patience::For(left),
-            _ => {
-                self.shared.signal(Signal::SIGKILL);
-                self.killed_at = Some(now);
-                Patience::For(KILLED_DRAIN)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use super::spawn::resolve_program;
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -1,0 +1,104 @@
+//! The waiter thread: waits for the command to end (as the reaper's leader), reaps it, and
+//! says how it ended.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use tokio::sync::oneshot;
+
+use crate::engine::tokens;
+use crate::protocol::Preview;
+use crate::supervisor::descendants::{self, EndReport};
+use crate::supervisor::pty::Output;
+use crate::supervisor::reaper;
+
+use super::{Finished, Shared};
+
+/// How long the end of a run waits for its group's killed members to die before it leaves
+/// them unreaped (they have been sent SIGKILL: only a process stuck in the kernel takes this
+/// long).
+pub(super) const REAP_PATIENCE: Duration = Duration::from_secs(1);
+
+/// What the reader hands the waiter when the output has ended: the preview, and the whole
+/// output's model tokens.
+pub(super) type Finish = (Preview, tokens::Count);
+
+/// The waiter thread: learns of the leader's exit, then, once the reader is done, reaps the
+/// leader and the group and sends the result.
+pub(super) struct Waiter {
+    pub(super) shared: Arc<Shared>,
+    /// Dropped at the leader's exit, which wakes the reader.
+    pub(super) wake: OwnedFd,
+    pub(super) exited: oneshot::Sender<()>,
+    pub(super) reader: mpsc::Receiver<JoinHandle<(Finish, Output)>>,
+    pub(super) finished: oneshot::Sender<Finished>,
+    pub(super) started_at: chrono::DateTime<Utc>,
+}
+
+impl Waiter {
+    pub(super) fn run(self) {
+        self.shared.wait_for_exit();
+        let exited_at = Instant::now();
+        // What the command left running, looked at as soon as it has exited (a stop's
+        // signals are still at work on the group then: only what outlives them counts).
+        let by_itself = self.shared.state().cause.is_none();
+        let mut at_exit = if by_itself {
+            self.shared.tracker.members(false)
+        } else {
+            Vec::new()
+        };
+        descendants::describe(&mut at_exit);
+        self.shared.mark_exited();
+        drop(self.wake);
+        let _ = self.exited.send(());
+        // No reader means the launch failed after the spawn and the group has been killed.
+        let read = self.reader.recv().map(JoinHandle::join);
+        // A command that exited leaving no process behind has nothing left to stop: only
+        // the processes it left could have started more since.
+        let stopped = if by_itself && at_exit.is_empty() {
+            Vec::new()
+        } else {
+            self.shared.tracker.stop(self.shared.kill_grace)
+        };
+        let wait = self.shared.reap();
+        self.shared.reap_members();
+        let hung_up = if by_itself {
+            reaper::hung_up_since(self.shared.pgid.as_raw() as u32, exited_at)
+        } else {
+            Vec::new()
+        };
+        let EndReport {
+            stopped,
+            limits_hit,
+        } = self.shared.tracker.finish(at_exit, stopped, &hung_up);
+        let ended_at = Utc::now();
+        let (preview, output_tokens) = match read {
+            // The output is closed only now, after the command's exit: closing a PTY's master
+            // hangs the terminal up, and the command, which may have closed its own copies
+            // and gone on, would get SIGHUP.
+            Ok(Ok((finish, output))) => {
+                drop(output);
+                finish
+            }
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(_) => return,
+        };
+        let (status, exit_code, signal) = self.shared.outcome(wait);
+        let _ = self.finished.send(Finished {
+            status,
+            exit_code,
+            signal,
+            started_at: self.started_at,
+            ended_at,
+            preview,
+            output_tokens,
+            stopped,
+            limits_hit,
+            limits_note: self.shared.limits_note.clone(),
+        });
+    }
+}
