@@ -24,6 +24,7 @@ mod follow;
 mod grep;
 mod history;
 mod kill;
+mod previews;
 mod ps;
 mod recorder;
 mod redaction;

@@ -189,7 +189,7 @@ impl Capture {
     /// Lets the open spill file's writer thread scan for highlights from here on.
     fn hand_scanning_to_the_spill(&mut self) {
         if let Spill::Open(file) = &mut self.spill {
-            file.scan_with(Some(self.scanner.clone()));
+            file.scan_with(Some(std::sync::Arc::new(self.scanner.clone())));
         }
     }
 

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::highlight::{Findings, Highlighter, Patterns};
 use crate::engine::outline::{Outline, OutlineView};
+use crate::storage::spill::TextReader;
 
 /// The highlighter (when highlights are on) and the outline of one output.
 #[derive(Debug)]
@@ -78,5 +79,12 @@ impl SharedScanner {
     fn lock(&self) -> MutexGuard<'_, Scanner> {
         // A panic while scanning leaves nothing half-done that matters: carry on.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The spill's writer thread hands the scanner each piece of output as it writes it.
+impl TextReader for SharedScanner {
+    fn read(&self, text: &str, newlines: u64) {
+        self.write(text, newlines);
     }
 }

@@ -19,8 +19,6 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
-use crate::engine::normalise::count_newlines;
-use crate::engine::scanner::SharedScanner;
 use crate::storage::space;
 
 /// Environment variable naming the data directory.
@@ -248,9 +246,17 @@ pub struct SpillFile {
     /// The writer's progress as of the last `flush`.
     seen: Progress,
     /// Scans what is written from now on for highlights, on the writer's thread.
-    scanner: Option<SharedScanner>,
+    scanner: Option<Arc<dyn TextReader>>,
     /// Set once the file has reached its cap: later text goes to the scanner only.
     closed: bool,
+}
+
+/// What reads a spill's text on the writer thread as it is written (the engine's scanner, which
+/// looks for highlights and folds the output): work over every byte of the output happens
+/// there, off the capture's path, and storage needs to know nothing of what that work is.
+pub trait TextReader: Send + Sync + std::fmt::Debug {
+    /// The next piece of the output, holding `newlines` newlines.
+    fn read(&self, text: &str, newlines: u64);
 }
 
 /// Text on its way to the file (unless `scan_only`), and who scans it there. Text, not bytes:
@@ -260,7 +266,7 @@ struct Batch {
     /// Newlines in `text`, counted by the capture already: the scanner needs the count.
     newlines: u64,
     scan_only: bool,
-    scanner: Option<SharedScanner>,
+    scanner: Option<Arc<dyn TextReader>>,
 }
 
 /// What the writer thread has done.
@@ -310,7 +316,7 @@ impl SpillFile {
 
     /// Has `scanner` look for highlights in the bytes written from now on (the writer thread
     /// scans each batch once it is in the file); `None` stops that.
-    pub fn scan_with(&mut self, scanner: Option<SharedScanner>) {
+    pub fn scan_with(&mut self, scanner: Option<Arc<dyn TextReader>>) {
         self.send_batch();
         self.scanner = scanner;
     }
@@ -338,7 +344,7 @@ impl SpillFile {
             return self.write(text, newlines);
         }
         let (kept, rest) = text.split_at(keep);
-        let kept_newlines = count_newlines(kept);
+        let kept_newlines = memchr::memchr_iter(b'\n', kept.as_bytes()).count() as u64;
         self.write(kept, kept_newlines);
         self.send_batch();
         self.closed = true;
@@ -404,7 +410,7 @@ impl SpillFile {
             }
             None => {
                 if let Some(scanner) = scanner {
-                    scanner.write(&text, newlines);
+                    scanner.read(&text, newlines);
                 }
             }
         }
@@ -474,7 +480,7 @@ fn write_batches(
             _ => None,
         };
         if let Some(scanner) = scanner {
-            scanner.write(&text, newlines);
+            scanner.read(&text, newlines);
         }
         let (lock, wake) = shared;
         let mut progress = crate::sync::lock(lock);

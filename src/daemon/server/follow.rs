@@ -3,14 +3,18 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::protocol::{ErrorCode, ErrorEvent, Event, FollowRequest, OutputEvent};
 use crate::storage::follow::{Start, Tail};
 
-use super::run::FILE_LAG_POLL;
+use super::previews::recorded_exit;
 use super::runs::{Found, RunEntry, error};
-use super::wait::recorded_exit;
 use super::{ClientWriter, Daemon, send, spill_of};
+
+/// How often a follower that is ahead of the spill file (the writer has not caught up yet)
+/// looks again.
+const FILE_LAG_POLL: Duration = Duration::from_millis(15);
 
 /// `follow`: a run's output from a line on, live until it ends, then its exit.
 pub(super) async fn follow(

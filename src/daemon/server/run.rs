@@ -16,30 +16,21 @@ use crate::daemon::readiness::Until;
 use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
-use crate::engine::snapshot::{Cursor, RangeCapture};
 use crate::protocol::{
-    ErrorCode, ErrorEvent, Event, ExitEvent, LaggedEvent, Preview, RawEvent, RunId, RunRequest,
-    RunningEvent, StartedEvent, StreamMode,
+    ErrorCode, ErrorEvent, Event, LaggedEvent, RawEvent, RunId, RunRequest, StartedEvent,
+    StreamMode,
 };
-use crate::storage::follow::{Start, open_spill};
+use crate::storage::follow::Start;
 use crate::storage::index::NewRun;
 use crate::supervisor;
 use crate::supervisor::limits::Resources;
-use crate::supervisor::progress::Shape;
 use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
-use crate::sync::lock;
 
 use super::follow::{follow_live, open_tail};
+use super::previews::running_event;
 use super::recorder::Record;
-use super::runs::{Cursors, RunEntry, Session, client_gone, hung_up, millis};
+use super::runs::{Cursors, RunEntry, Session, client_gone, hung_up};
 use super::{ClientWriter, Daemon, bad_request, exit_event, grep, rfc3339, send};
-
-/// How often a follower that is ahead of the spill file (the writer has not caught up yet)
-/// looks again.
-pub(super) const FILE_LAG_POLL: Duration = Duration::from_millis(15);
-
-/// How long a preview of new output waits for the spill file to hold what the run has read.
-const FILE_CATCH_UP: Duration = Duration::from_secs(2);
 
 /// Starts a run and answers for it: `started`, then its `exit`, a `running` preview after
 /// `yield_ms`, or its output streamed and then its `exit`.
@@ -219,131 +210,6 @@ async fn watch_run(
     let last = Arc::new(last);
     entry.done.send_replace(Some(Arc::clone(&last)));
     daemon.retire(&entry, last);
-}
-
-/// A `running` event: the preview so far, or with `new` of what `caller` has not been shown;
-/// `ready` says why it came early, and the kernel says whether the command waits for input.
-pub(super) async fn running_event(
-    entry: &Arc<RunEntry>,
-    new: bool,
-    caller: &str,
-    ready: Option<crate::protocol::Ready>,
-) -> Event {
-    let live = Arc::clone(&entry.live);
-    let (pid, tty) = (entry.pid, entry.tty);
-    let looked = tokio::task::spawn_blocking(move || {
-        let waiting = tty
-            .then(|| supervisor::input_wait::waiting_for_input(pid))
-            .flatten();
-        (live.snapshot(), waiting)
-    })
-    .await;
-    let (snapshot, waiting_for_input) = match looked {
-        Ok(looked) => looked,
-        Err(e) => return Event::error(ErrorCode::Internal, format!("preview failed: {e}")),
-    };
-    let start = lock(&entry.cursors).get(caller).copied();
-    let (preview, first_line, cursor) = match (new, start, entry.spill_path()) {
-        (true, Some(start), Some(path)) => {
-            let path = path.to_path_buf();
-            let shape = entry.live.shape();
-            let (to, pending) = (snapshot.committed, snapshot.pending.clone());
-            wait_for_file(&path, to).await;
-            let range = tokio::task::spawn_blocking(move || {
-                range_of_file(&path, &shape, start, to, &pending)
-            })
-            .await;
-            match range {
-                Ok(Ok((preview, next))) => (preview, start.lines + 1, next),
-                Ok(Err(e)) => return Event::error(ErrorCode::Internal, e),
-                Err(e) => {
-                    return Event::error(ErrorCode::Internal, format!("preview failed: {e}"));
-                }
-            }
-        }
-        _ => (snapshot.preview, 1, snapshot.cursor),
-    };
-    lock(&entry.cursors).insert(caller.to_string(), cursor);
-    Event::Running(Box::new(RunningEvent {
-        id: entry.id.clone(),
-        pid: entry.pid,
-        started_at: rfc3339(entry.started_at),
-        elapsed_ms: millis(snapshot.stats.elapsed),
-        idle_ms: millis(snapshot.stats.idle),
-        first_line,
-        ready,
-        waiting_for_input,
-        preview,
-    }))
-}
-
-/// Waits (bounded) until the spill file holds `bytes` bytes: what the run had read when a
-/// preview was taken, handed to the spill writer moments before.
-async fn wait_for_file(path: &Path, bytes: u64) {
-    let deadline = tokio::time::Instant::now() + FILE_CATCH_UP;
-    while std::fs::metadata(path).map_or(0, |m| m.len()) < bytes
-        && tokio::time::Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// The preview of spill bytes `start.offset..to` (then `pending`) as lines `start.lines + 1..`.
-fn range_of_file(
-    path: &Path,
-    shape: &Shape,
-    start: Cursor,
-    to: u64,
-    pending: &str,
-) -> Result<(Preview, Cursor), String> {
-    use std::io::{Seek, SeekFrom};
-    let read = || -> io::Result<RangeCapture> {
-        let mut file = open_spill(path)?;
-        file.seek(SeekFrom::Start(start.offset))?;
-        let mut range = RangeCapture::new(shape.limits, start, shape.highlights.clone());
-        range.feed_from(file, to.saturating_sub(start.offset))?;
-        Ok(range)
-    };
-    let range = read().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(range.finish(pending, shape.direction, Some(path)))
-}
-
-/// The exit event `caller` gets: the run's own, or with `new` one whose preview covers only
-/// what the caller has not been shown.
-pub(super) async fn exit_for(
-    last: Arc<Event>,
-    spill_path: Option<PathBuf>,
-    cursors: &Cursors,
-    new: bool,
-    caller: &str,
-    shape: Arc<Shape>,
-) -> Event {
-    let start = lock(cursors).get(caller).copied();
-    let (Event::Exit(exit), true, Some(start), Some(path)) = (&*last, new, start, spill_path)
-    else {
-        return (*last).clone();
-    };
-    let to = exit.preview.total_bytes;
-    let range =
-        tokio::task::spawn_blocking(move || range_of_file(&path, &shape, start, to, "")).await;
-    match range {
-        Ok(Ok((mut preview, next))) => {
-            lock(cursors).insert(caller.to_string(), next);
-            crate::supervisor::leftovers::annotate(
-                &mut preview,
-                &exit.stopped,
-                &exit.limits_hit,
-                None,
-            );
-            Event::Exit(Box::new(ExitEvent {
-                first_line: Some(start.lines + 1),
-                preview,
-                ..(**exit).clone()
-            }))
-        }
-        // The spill cannot be read: the whole preview is better than none.
-        _ => (*last).clone(),
-    }
 }
 
 /// Sends a run's raw output as it is read; a client that falls behind gets a `lagged` event
