@@ -4,13 +4,14 @@
 //! The folders follow the data's way, each layer knowing only those below it:
 //!
 //! - `client`: the command line, the MCP server and the agent hooks; each request goes over
-//!   the socket (`client::Connection`).
+//!   the socket as one typed call per verb (`client::calls`).
 //! - `daemon`: the per-user daemon's lifecycle (lock, socket, signals, idle exit, recovery
-//!   after a crash) and `daemon::server`, which reads requests and answers with events.
+//!   after a crash) and `daemon::server`, which reads requests and hands each to the handler
+//!   of its verb.
 //! - `supervisor`: one run's processes: the PTY or pipe, timeouts, limits, containment
 //!   (cgroup or `/proc`), kills, the reaper, and the reader that feeds the engine.
-//! - `engine`: normalise -> capture -> highlight and outline -> preview, with redaction and
-//!   token counts.
+//! - `engine`: one driver (`engine::driver`) through normalise -> capture -> highlight and
+//!   outline -> preview, with redaction and token counts.
 //! - `storage`: spill files, the SQLite run index, the purge, and reading spills back.
 //! - `protocol`: the base layer: the messages client and daemon exchange, and the records
 //!   they carry; it imports nothing of the crate.
