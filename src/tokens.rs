@@ -69,8 +69,9 @@ struct Part {
 /// times 32 runs ending at once would dominate the daemon's memory.
 const DFA_CACHE_BYTES: usize = 256 * 1024;
 
-/// Ranks past the last token of o200k: ranks are looked up up to here.
-const RANK_LIMIT: Rank = 300_000;
+/// Ranks looked up past the last one found before the vocabulary is taken to have ended
+/// (o200k's ranks have a gap of 19 before its last special token).
+const RANK_GAP: Rank = 1000;
 
 /// What counting needs of o200k: its tokens' ranks and the pattern that splits text into the
 /// pieces BPE merges, as `tiktoken-rs` encodes with them, held once.
@@ -101,10 +102,15 @@ impl Counter {
         let special = bpe.special_tokens();
         let mut block = Vec::new();
         let mut tokens = Vec::new();
-        for rank in 0..RANK_LIMIT {
+        let mut last_found = 0;
+        for rank in 0.. {
             let Ok(bytes) = bpe.decode_bytes(&[rank]) else {
+                if rank - last_found > RANK_GAP {
+                    break;
+                }
                 continue;
             };
+            last_found = rank;
             // Special tokens (`<|endoftext|>`) are not made from text by `encode_ordinary`.
             if std::str::from_utf8(&bytes).is_ok_and(|text| special.contains(text)) {
                 continue;
