@@ -7,6 +7,8 @@
 //! this crate's own sources repeated (code). For each, the exact count's speed on the first
 //! 1 MiB and on the whole text, and the sampled estimate's time and error on the whole text.
 //!
+//! It also says what building the tokenizer costs, in time and resident memory.
+//!
 //! Run: `cargo bench --bench tokens`. Environment: `SPILLWAY_BENCH_BYTES` (size of each text,
 //! default 16 MiB), `SPILLWAY_BENCH_ROUNDS` (default 3; the best round is reported).
 
@@ -25,13 +27,22 @@ const DEFAULT_ROUNDS: usize = 3;
 fn main() -> BenchResult<()> {
     let bytes = env_number("SPILLWAY_BENCH_BYTES", DEFAULT_BYTES)?;
     let rounds = env_number("SPILLWAY_BENCH_ROUNDS", DEFAULT_ROUNDS)?.max(1);
-    let start = Instant::now();
+    let (start, before) = (Instant::now(), rss_mib());
     tokens::count("");
     println!(
-        "tokenizer built in {:.0} ms",
-        start.elapsed().as_secs_f64() * 1000.0
+        "tokenizer built in {:.0} ms, resident memory {before:.1} -> {:.1} MiB",
+        start.elapsed().as_secs_f64() * 1000.0,
+        rss_mib()
     );
 
+    let (start, before) = (Instant::now(), rss_mib());
+    let reference = tiktoken_rs::o200k_base()?;
+    println!(
+        "tiktoken-rs's own tokenizer (which holds more than counting needs) built in {:.0} ms, \
+         resident memory {before:.1} -> {:.1} MiB",
+        start.elapsed().as_secs_f64() * 1000.0,
+        rss_mib()
+    );
     let work = tempfile::TempDir::new()?;
     let log = work.path().join("log.txt");
     prepare_input(&log, bytes, b"\n", 256 << 10)?;
@@ -56,6 +67,16 @@ fn main() -> BenchResult<()> {
             sampler.estimate(text.len() as u64)
         });
         let rate = |n: usize, secs: f64| n as f64 / secs / 1e6;
+        let (reference_secs, reference) =
+            best(rounds, || reference.encode_ordinary(text).len() as u64);
+        assert_eq!(
+            reference, exact,
+            "{name}: the counts differ from tiktoken-rs's"
+        );
+        println!(
+            "  ({name}: tiktoken-rs's own encode_ordinary {:.1} MB/s)",
+            rate(text.len(), reference_secs)
+        );
         println!(
             "{name:<12} {:>9} {:>7.0} ms {:>4.1} MB/s {:>7.0} ms {:>4.1} MB/s {:>10.1} ms {:>+7.2}%",
             human(text.len() as u64),
@@ -68,6 +89,16 @@ fn main() -> BenchResult<()> {
         );
     }
     Ok(())
+}
+
+/// This process's resident memory (Linux's `VmRSS`), in MiB; 0 where it cannot be read.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
 }
 
 /// The best time of `rounds` calls of `f`, with its result.

@@ -17,8 +17,9 @@
 //!   they carry; it imports nothing of the crate.
 //!
 //! `config` says where the daemon listens, for client and daemon alike; `sync` holds the one
-//! lock helper every layer uses.
+//! lock helper every layer uses, and `allocator` the C allocator's settings for this process.
 
+pub(crate) mod allocator;
 pub mod client;
 pub mod config;
 pub mod daemon;

@@ -150,9 +150,10 @@ struct TokenJob {
 /// Leaves the counting of run `id`'s tokens to a child process (the hidden `count-tokens`,
 /// given `job` on its standard input), and returns without waiting for it.
 ///
-/// Counting takes the tokenizer, whose build alone costs ~120 ms and ~45 MiB, and then up to
-/// 75 ms of BPE: in `truncate` itself, that made 256 MiB of log text take 0.70 / 1.00 s
-/// (fastest / median) against 0.60 / 0.66 s, and its peak RSS 60 MiB against 17. The child
+/// Counting takes the tokenizer, whose build alone costs 0.2-0.5 s and tens of MiB, and then
+/// up to a tenth of a second of BPE: counted in `truncate` itself (with `tiktoken-rs`'s
+/// tokenizer, built beside the stream), 256 MiB of log text took 0.70 / 1.00 s (fastest /
+/// median) against 0.60 / 0.66 s, and its peak RSS was 60 MiB against 17. The child
 /// has no terminal and no pipe of the caller's (so whoever reads this process's output or
 /// waits for it is not kept waiting), and its own process group (so a Ctrl-C after this
 /// process is gone does not stop it). Until it has written them, or if it never does, the run

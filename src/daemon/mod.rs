@@ -43,7 +43,6 @@ use server::{Daemon, Settings};
 use self::lock::{DataDirLock, Predecessor};
 use self::report::StartReport;
 
-pub(crate) mod allocator;
 mod lock;
 pub(crate) mod readiness;
 pub(crate) mod recover;
@@ -100,7 +99,7 @@ enum Listener {
 
 /// Runs the daemon in the foreground until it is told to stop (or idles out).
 pub fn run(config: DaemonConfig) -> Result<()> {
-    crate::daemon::allocator::limit_arenas();
+    crate::allocator::limit_arenas();
     let mut report = StartReport::new(config.report_start);
     let (opened, signals, runtime) = match start(&config) {
         Ok(started) => started,
@@ -482,7 +481,7 @@ async fn exit_when_idle(daemon: Arc<Daemon>, idle: Duration, stop: watch::Sender
 /// [`crate::supervisor::reaper`]); touches the data directory's lock file, the daemon's sign of life (see
 /// [`lock`]); makes the space reserve again once the disk has room (see [`crate::storage::space`]);
 /// and, once the runs and greps are over, hands the memory they freed back to the system
-/// (see [`crate::daemon::allocator`]).
+/// (see [`crate::allocator`]).
 async fn tidy_periodically(daemon: Arc<Daemon>, lock: DataDirLock) {
     let mut trimmed_after = daemon.work_done();
     loop {
@@ -493,8 +492,7 @@ async fn tidy_periodically(daemon: Arc<Daemon>, lock: DataDirLock) {
         let _ = tokio::task::spawn_blocking(move || space.replenish()).await;
         let done = daemon.work_done();
         if daemon.is_quiet() && done != trimmed_after {
-            let _ =
-                tokio::task::spawn_blocking(crate::daemon::allocator::release_free_memory).await;
+            let _ = tokio::task::spawn_blocking(crate::allocator::release_free_memory).await;
             trimmed_after = done;
         }
     }

@@ -76,6 +76,10 @@ const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
 /// little.
 const READ_BUFFER: usize = 4096;
 
+/// Previews up to this long have their tokens counted on the runtime's thread (tens of
+/// microseconds); longer ones on a blocking thread.
+const INLINE_COUNT_BYTES: usize = 4096;
+
 /// How long shutdown waits for the runs' records to reach an index another process has locked.
 const SHUTDOWN_RECORDS: Duration = Duration::from_secs(10);
 
@@ -350,8 +354,14 @@ impl Daemon {
     /// here: cheap, as previews are bounded (and measured from a sample past
     /// [`tokens::EXACT_MAX_BYTES`], which only a `max_bytes` over it allows).
     async fn record_end(&self, id: &RunId, finished: &Finished) {
-        let content = finished.preview.content.clone();
-        let counted = tokio::task::spawn_blocking(move || tokens::measure(&content)).await;
+        let preview = &finished.preview;
+        // A short preview (a short run's) is counted at once: less than a hop to another thread.
+        let counted = if preview.content.len() <= INLINE_COUNT_BYTES {
+            Ok(tokens::measure(&preview.content))
+        } else {
+            let content = preview.content.clone();
+            tokio::task::spawn_blocking(move || tokens::measure(&content)).await
+        };
         let tokens = counted.ok().map(|preview_tokens| RunTokens {
             output: finished.output_tokens.tokens,
             preview: preview_tokens.tokens,

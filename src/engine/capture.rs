@@ -288,7 +288,14 @@ impl Capture {
 
     /// The model tokens of the whole output; call once it has ended ([`Capture::finish`]).
     pub fn output_tokens(&self) -> tokens::Count {
-        self.output_text().count()
+        match self.whole_text() {
+            Some(text) => tokens::measure(&text),
+            // Counted in place: no copy of the samples.
+            None => tokens::Count {
+                tokens: self.sampler.estimate(self.total_bytes),
+                estimated: true,
+            },
+        }
     }
 
     /// What counting the whole output's tokens takes ([`tokens::OutputText`]); call once it
@@ -300,18 +307,25 @@ impl Capture {
     /// cannot give the output back, the sampler's samples, to estimate from: counting
     /// hundreds of MB would take longer than producing them.
     pub fn output_text(&self) -> tokens::OutputText {
-        if self.total_bytes <= tokens::EXACT_MAX_BYTES as u64 {
-            if self.head.len() as u64 == self.total_bytes {
-                return tokens::OutputText::Whole(String::from_utf8_lossy(&self.head).into_owned());
-            }
-            if let Some(text) = self.spilled_text() {
-                return tokens::OutputText::Whole(text);
-            }
+        match self.whole_text() {
+            Some(text) => tokens::OutputText::Whole(text),
+            None => tokens::OutputText::Sampled {
+                samples: self.sampler.samples(),
+                total_bytes: self.total_bytes,
+            },
         }
-        tokens::OutputText::Sampled {
-            samples: self.sampler.samples(),
-            total_bytes: self.total_bytes,
+    }
+
+    /// The whole output when it is at most [`tokens::EXACT_MAX_BYTES`] and can be had: from
+    /// the head, or from the spill file.
+    fn whole_text(&self) -> Option<String> {
+        if self.total_bytes > tokens::EXACT_MAX_BYTES as u64 {
+            return None;
         }
+        if self.head.len() as u64 == self.total_bytes {
+            return Some(String::from_utf8_lossy(&self.head).into_owned());
+        }
+        self.spilled_text()
     }
 
     /// The whole output, read back from a spill file that holds all of it.
