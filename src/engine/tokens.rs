@@ -498,8 +498,8 @@ mod tests {
         let bpe = reference();
         let mut sources = String::new();
         for file in [
-            "src/tokens.rs",
-            "src/preview.rs",
+            "src/engine/tokens.rs",
+            "src/engine/preview.rs",
             "README.md",
             "docs/protocol.md",
         ] {
