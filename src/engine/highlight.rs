@@ -406,6 +406,12 @@ impl Highlighter {
             };
             let end = start + len;
             let line = &text[start..end];
+            // A line too long to be carried whole between chunks is never a candidate, here as
+            // in `end_carried_line`: whether a line is one depends on the line, not on where
+            // the output's chunks happen to split it.
+            if len > CARRY_BYTES {
+                continue;
+            }
             // A log level confirms a default-pattern line without the whole pattern set:
             // in a log flood that is most candidates.
             let confirmed = self.patterns.prefilter.is_some() && has_log_level(line);
@@ -674,6 +680,24 @@ mod tests {
             .into_iter()
             .map(|c| (c.line, c.text, c.strong))
             .collect()
+    }
+
+    #[test]
+    fn a_line_too_long_to_carry_counts_the_same_however_it_is_chunked() {
+        let mut long = "w".repeat(CARRY_BYTES);
+        long.push_str("make: *** [all] Error 2");
+        long.push_str(&"w".repeat(100));
+        let text = format!("ok\n{long}\nerror: short and found\n");
+        let count = |chunks: &[&str]| {
+            let mut h = Highlighter::new(Patterns::new(&[]).unwrap());
+            feed(&mut h, chunks);
+            (h.found(), h.candidates().len())
+        };
+        let whole = count(&[&text]);
+        assert_eq!(whole, (1, 1), "only the short error line");
+        for cut in [1, 3, 100, CARRY_BYTES, CARRY_BYTES + 10, text.len() - 5] {
+            assert_eq!(count(&[&text[..cut], &text[cut..]]), whole, "cut at {cut}");
+        }
     }
 
     #[test]
