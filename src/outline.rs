@@ -321,18 +321,17 @@ impl Outline {
         }
     }
 
-    /// Takes the next piece of output; `candidates` are the numbers of the lines in it (in
-    /// increasing order) that the highlighter counted, so each segment knows how many it
-    /// covers.
-    pub fn write(&mut self, text: &str, candidates: &[u64]) {
+    /// Takes the next piece of output; `candidates` are where the lines in it that the
+    /// highlighter counted start (in increasing order; 0 also stands for a line that began in
+    /// an earlier piece), so each segment knows how many it covers.
+    pub fn write(&mut self, text: &str, candidates: &[usize]) {
         let mut candidates = candidates.iter().copied().peekable();
-        let mut rest = text;
-        while let Some(i) = memchr::memchr(b'\n', rest.as_bytes()) {
-            let piece = &rest[..i];
-            rest = &rest[i + 1..];
-            let number = self.ended + 1;
-            while candidates.next_if(|&c| c < number).is_some() {}
-            let is_candidate = candidates.next_if(|&c| c == number).is_some();
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', text.as_bytes()) {
+            let piece = &text[start..end];
+            while candidates.next_if(|&c| c < start).is_some() {}
+            let is_candidate = candidates.next_if(|&c| c == start).is_some();
+            start = end + 1;
             if self.carry_len > 0 {
                 self.extend_carry(piece);
                 let carry = std::mem::take(&mut self.carry);
@@ -344,7 +343,7 @@ impl Outline {
                 self.end_line(piece, piece.len() as u64, is_candidate);
             }
         }
-        self.extend_carry(rest);
+        self.extend_carry(&text[start..]);
     }
 
     /// The outline so far, with the line still being written (if any) at its end;

@@ -16,8 +16,8 @@ use crate::outline::{Outline, OutlineView};
 struct Scanner {
     highlighter: Option<Highlighter>,
     outline: Outline,
-    /// Candidate lines of the piece being scanned.
-    lines: Vec<u64>,
+    /// Where the candidate lines of the piece being scanned start.
+    lines: Vec<usize>,
     /// Whether the last line, ended by the end of the output rather than a newline, is one.
     last_is_candidate: bool,
 }
@@ -44,7 +44,7 @@ impl SharedScanner {
         let s = &mut *guard;
         if let Some(h) = &mut s.highlighter {
             h.write(text, newlines);
-            h.take_found_lines(&mut s.lines);
+            h.take_found(&mut s.lines);
         }
         s.outline.write(text, &s.lines);
         s.lines.clear();
@@ -55,10 +55,7 @@ impl SharedScanner {
         let mut guard = self.lock();
         let s = &mut *guard;
         if let Some(h) = &mut s.highlighter {
-            h.finish();
-            h.take_found_lines(&mut s.lines);
-            s.last_is_candidate = !s.lines.is_empty();
-            s.lines.clear();
+            s.last_is_candidate = h.finish();
         }
     }
 
