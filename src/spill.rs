@@ -19,6 +19,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
+use crate::highlight::CandidateLines;
 use crate::normalise::count_newlines;
 use crate::scanner::SharedScanner;
 use crate::space;
@@ -259,6 +260,10 @@ struct Batch {
     text: String,
     /// Newlines in `text`, counted by the capture already: the scanner needs the count.
     newlines: u64,
+    /// The lines of `text` the scanner tries against its patterns, found by the sender: the
+    /// search for them is half the scan, and the writer thread, which copies every byte into
+    /// the page cache as well, has less time to spare than the capture's.
+    lines: Option<CandidateLines>,
     scan_only: bool,
     scanner: Option<SharedScanner>,
 }
@@ -395,9 +400,11 @@ impl SpillFile {
         match &self.queue {
             Some(queue) => {
                 let scan_only = self.closed;
+                let lines = scanner.as_ref().and_then(|s| s.candidate_lines(&text));
                 let _ = queue.send(Batch {
                     text,
                     newlines,
+                    lines,
                     scan_only,
                     scanner,
                 });
@@ -463,6 +470,7 @@ fn write_batches(
         let Batch {
             mut text,
             newlines,
+            lines,
             scan_only,
             scanner,
         } = batch;
@@ -474,7 +482,7 @@ fn write_batches(
             _ => None,
         };
         if let Some(scanner) = scanner {
-            scanner.write(&text, newlines);
+            scanner.write_lines(&text, newlines, lines.as_ref());
         }
         let (lock, wake) = shared;
         let mut progress = lock.lock().unwrap_or_else(|e| e.into_inner());
