@@ -123,23 +123,26 @@ fn start(config: &DaemonConfig) -> Result<(Opened, Signals, tokio::runtime::Runt
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
     let (lock, predecessor) = DataDirLock::acquire(data_dir.root(), &config.socket)?;
     let space = Arc::new(Space::new(data_dir.root()));
+    // The index before the socket: a client that finds the socket must find a daemon that
+    // will serve it, not one that is about to fail on its index (a full disk, a damaged file)
+    // and reset the connection; that client waits for the socket and reads why instead.
+    let (index, records, interrupted) = open_index(&data_dir, &predecessor, &space)?;
     let listener = claim_socket(&config.socket)?;
-    let (index, records, interrupted) = match open_index(&data_dir, &predecessor, &space) {
-        Ok(opened) => opened,
-        Err(e) => {
-            listener.release(&config.socket);
-            return Err(e);
-        }
-    };
     lock.heartbeat();
     let max_clients = usize::try_from(files / CLIENTS_SHARE_OF_FILES)
         .unwrap_or(usize::MAX)
         .min(MAX_CLIENTS);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("spillway-daemon")
         .build()
-        .context("cannot start the async runtime")?;
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            listener.release(&config.socket);
+            return Err(e).context("cannot start the async runtime");
+        }
+    };
     let opened = Opened {
         data_dir,
         lock,
