@@ -22,24 +22,12 @@
 //! the run still open. In a long output most lines are only counted in the gap, never copied;
 //! kept texts reuse the buffers of dropped ones, so a steady stream allocates nothing.
 
-mod newlines;
-mod similar;
-mod store;
-mod tail;
-
 use std::collections::VecDeque;
-
-use newlines::Newlines;
-use similar::{cut, similar};
-use store::{Closed, Gap, LineRef, Pending, Piece, Run, Text};
-use tail::{Tail, keep, line_segment, may_join, recycle, split_latest};
 
 /// Byte-identical lines fold from this many on.
 pub const REPEAT_MIN: u64 = 3;
-
 /// Lines that differ in their numbers fold from this many on.
 pub const SIMILAR_MIN: u64 = 6;
-
 /// Letters a line needs before its numbers may vary within a similar run: `Downloading 45%`
 /// is progress noise, `12` or `line 12` carries its number as information.
 pub const MIN_LETTERS: usize = 10;
@@ -47,7 +35,6 @@ pub const MIN_LETTERS: usize = 10;
 /// Segments closed in one piece that wait for the tail store at most: beyond them the tail
 /// takes them at once (a piece of many short lines costs a few more copies, not memory).
 const CLOSED_MAX: usize = 4096;
-
 /// Dropped texts kept for reuse at most.
 const SPARE_TEXTS: usize = 64;
 
@@ -155,6 +142,417 @@ fn shown(fold: Fold, head_len: u64, last_len: u64) -> Cost {
             lines: 1,
             bytes: head_len + 1,
         },
+    }
+}
+
+/// What was dropped between the head and the tail store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gap {
+    pub lines: u64,
+    pub bytes: u64,
+    pub candidates: u64,
+}
+
+impl Gap {
+    fn add(&mut self, lines: u64, bytes: u64, candidates: u64) {
+        self.lines += lines;
+        self.bytes += bytes;
+        self.candidates += candidates;
+    }
+}
+
+/// A line's text while the outline works on a piece: where the line lies in the piece, or
+/// kept (copied, cut to the cap). Most lines of a long output end up only counted in the gap,
+/// so a line is copied only once it must outlive the piece: when it joins the head store,
+/// when it is among the latest segments a preview could show from the end, or when it belongs
+/// to the run still open as the piece ends.
+#[derive(Debug, Clone)]
+enum Text {
+    /// Bytes `start..end` of the piece: a whole line, without its newline.
+    At(usize, usize),
+    Kept(LineText),
+}
+
+impl Default for Text {
+    fn default() -> Text {
+        Text::Kept(LineText::default())
+    }
+}
+
+impl Text {
+    /// The line's real length, without its newline.
+    fn len(&self) -> u64 {
+        match self {
+            Text::At(start, end) => (end - start) as u64,
+            Text::Kept(line) => line.len,
+        }
+    }
+
+    /// The line as it would be kept: cut to `cap`, with its real length.
+    fn get<'a>(&'a self, piece: &'a str, cap: usize) -> LineRef<'a> {
+        match self {
+            Text::At(start, end) => LineRef {
+                text: cut(&piece[*start..*end], cap),
+                len: (end - start) as u64,
+            },
+            Text::Kept(line) => LineRef {
+                text: &line.text,
+                len: line.len,
+            },
+        }
+    }
+
+    /// The kept text. Between writes every text is kept: [`Outline::write`] copies the open
+    /// run's lines out of each piece before it returns.
+    fn kept(&self) -> &LineText {
+        match self {
+            Text::Kept(line) => line,
+            Text::At(..) => unreachable!("a line of a piece outlived its write"),
+        }
+    }
+}
+
+/// A line's text as it would be kept, borrowed: compared without copying it.
+#[derive(Debug, Clone, Copy)]
+struct LineRef<'a> {
+    text: &'a str,
+    len: u64,
+}
+
+impl LineRef<'_> {
+    fn is_whole(&self) -> bool {
+        self.text.len() as u64 == self.len
+    }
+}
+
+/// The run being built: its first and last line, and its other lines while it is too short
+/// to fold (they become single lines if it ends that way).
+#[derive(Debug, Default)]
+struct Run {
+    fold: Option<Fold>,
+    first: u64,
+    lines: u64,
+    bytes: u64,
+    candidates: u64,
+    head: Text,
+    head_candidate: bool,
+    /// Lines 2 and on, while the run is shorter than its fold needs.
+    members: Vec<(Text, bool)>,
+    last: Text,
+}
+
+impl Run {
+    /// Whether the run is long enough to show as one fold.
+    fn is_folded(&self) -> bool {
+        match self.fold {
+            Some(Fold::Repeat) => self.lines >= REPEAT_MIN,
+            Some(Fold::Similar) => self.lines >= SIMILAR_MIN,
+            _ => false,
+        }
+    }
+
+    /// The folded run as a closed segment, taking its texts.
+    fn close_folded(&mut self) -> Pending {
+        let fold = self.fold.unwrap_or(Fold::Line);
+        Pending {
+            first: self.first,
+            lines: self.lines,
+            bytes: self.bytes,
+            candidates: self.candidates,
+            fold,
+            head: std::mem::take(&mut self.head),
+            last: if fold == Fold::Similar {
+                std::mem::take(&mut self.last)
+            } else {
+                Text::default()
+            },
+        }
+    }
+}
+
+/// A closed segment whose texts may still lie in the piece being written.
+#[derive(Debug)]
+struct Pending {
+    first: u64,
+    lines: u64,
+    bytes: u64,
+    candidates: u64,
+    fold: Fold,
+    head: Text,
+    last: Text,
+}
+
+impl Pending {
+    fn line(first: u64, text: Text, candidate: bool) -> Pending {
+        Pending {
+            first,
+            lines: 1,
+            bytes: text.len() + 1,
+            candidates: u64::from(candidate),
+            fold: Fold::Line,
+            head: text,
+            last: Text::default(),
+        }
+    }
+
+    fn cost(&self) -> Cost {
+        shown(self.fold, self.head.len(), self.last.len())
+    }
+}
+
+/// A segment closed while the head store is full, or a run of them: in the piece being written
+/// while it waits for the tail store, then in the tail store.
+#[derive(Debug)]
+enum Closed {
+    /// Lines `first..first + lines`, in bytes `start..=end` of the piece or of the tail
+    /// store's text (`end` is the last one's newline), each a segment of one line. Most of a
+    /// long output closes so, and costs nothing more unless the tail store keeps it.
+    Lines {
+        first: u64,
+        lines: u64,
+        start: usize,
+        end: usize,
+    },
+    /// A folded run, or a line kept from an earlier piece (or too long to keep whole); its
+    /// texts are kept once it is in the tail store.
+    Segment(Pending),
+}
+
+impl Closed {
+    /// Counts it in the gap: no preview could show it. `piece` holds its lines.
+    fn omit(self, piece: Piece<'_>, gap: &mut Gap, spare: &mut Vec<LineText>) {
+        match self {
+            Closed::Lines {
+                lines, start, end, ..
+            } => {
+                let candidates = piece.candidates_in(start, end);
+                gap.add(lines, (end + 1 - start) as u64, candidates);
+            }
+            Closed::Segment(p) => {
+                gap.add(p.lines, p.bytes, p.candidates);
+                recycle(spare, p.head);
+                recycle(spare, p.last);
+            }
+        }
+    }
+}
+
+/// The piece being written, and where the highlighter's candidate lines in it start.
+#[derive(Debug, Clone, Copy)]
+struct Piece<'a> {
+    text: &'a str,
+    candidates: &'a [usize],
+}
+
+impl<'a> Piece<'a> {
+    /// The lines in bytes `start..=end` (which end with a newline): where each starts and
+    /// ends, and whether it is a candidate.
+    fn lines(self, start: usize, end: usize) -> impl Iterator<Item = (usize, usize, bool)> + 'a {
+        let from = self.candidates.partition_point(|&c| c < start);
+        let mut next = self.candidates[from..].iter().copied().peekable();
+        let mut at = start;
+        memchr::memchr_iter(b'\n', &self.text.as_bytes()[start..=end]).map(move |newline| {
+            let line = (at, start + newline, next.next_if_eq(&at).is_some());
+            at = start + newline + 1;
+            line
+        })
+    }
+
+    /// How many candidate lines start in bytes `start..=end`.
+    fn candidates_in(&self, start: usize, end: usize) -> u64 {
+        let before = self.candidates.partition_point(|&c| c < start);
+        let through = self.candidates.partition_point(|&c| c <= end);
+        (through - before) as u64
+    }
+}
+
+/// The tail store: the latest closed segments, in order, as many as a preview could show
+/// from the end. Their lines are copied out of each piece at once, into one text.
+#[derive(Debug, Default)]
+struct Tail {
+    /// Runs of lines in `text`, and segments with texts of their own.
+    closed: VecDeque<Closed>,
+    text: String,
+    /// Where the candidate lines in `text` start, in increasing order.
+    candidates: Vec<usize>,
+}
+
+impl Tail {
+    fn piece(&self) -> Piece<'_> {
+        Piece {
+            text: &self.text,
+            candidates: &self.candidates,
+        }
+    }
+
+    /// Takes a closed segment of `piece`, copying what it keeps of it: the bytes of its lines,
+    /// or its texts. A line longer than `cap` is kept cut, as a segment of its own.
+    fn push(&mut self, closed: Closed, piece: Piece<'_>, cap: usize, spare: &mut Vec<LineText>) {
+        let (first, lines, start, end) = match closed {
+            Closed::Segment(mut p) => {
+                p.head = Text::Kept(keep(p.head, piece.text, cap, spare));
+                p.last = Text::Kept(keep(p.last, piece.text, cap, spare));
+                self.closed.push_back(Closed::Segment(p));
+                return;
+            }
+            Closed::Lines {
+                first,
+                lines,
+                start,
+                end,
+            } => (first, lines, start, end),
+        };
+        if longest_line_within(&piece.text.as_bytes()[start..=end], cap) {
+            return self.push_lines(first, lines, start, end, piece);
+        }
+        for (i, (line_start, line_end, candidate)) in piece.lines(start, end).enumerate() {
+            let number = first + i as u64;
+            if line_end - line_start <= cap {
+                self.push_lines(number, 1, line_start, line_end, piece);
+            } else {
+                let text = keep(Text::At(line_start, line_end), piece.text, cap, spare);
+                let line = Pending::line(number, Text::Kept(text), candidate);
+                self.closed.push_back(Closed::Segment(line));
+            }
+        }
+    }
+
+    /// Copies `lines` lines from line `first` of `piece`, in its bytes `start..=end`, joining
+    /// the run of lines before them if they follow it.
+    fn push_lines(&mut self, first: u64, lines: u64, start: usize, end: usize, piece: Piece<'_>) {
+        let at = self.text.len();
+        self.text.push_str(&piece.text[start..=end]);
+        let from = piece.candidates.partition_point(|&c| c < start);
+        let through = piece.candidates.partition_point(|&c| c <= end);
+        let moved = piece.candidates[from..through]
+            .iter()
+            .map(|&c| c - start + at);
+        self.candidates.extend(moved);
+        match self.closed.back_mut() {
+            Some(Closed::Lines {
+                first: before,
+                lines: count,
+                end: last,
+                ..
+            }) if *last + 1 == at && *before + *count == first => {
+                *count += lines;
+                *last = at + end - start;
+            }
+            _ => self.closed.push_back(Closed::Lines {
+                first,
+                lines,
+                start: at,
+                end: at + end - start,
+            }),
+        }
+    }
+
+    /// Drops every segment, counting it in the gap.
+    fn clear(&mut self, gap: &mut Gap, spare: &mut Vec<LineText>) {
+        let piece = Piece {
+            text: &self.text,
+            candidates: &self.candidates,
+        };
+        for c in self.closed.drain(..) {
+            c.omit(piece, gap, spare);
+        }
+        self.text.clear();
+        self.candidates.clear();
+    }
+
+    /// Drops the oldest segments no preview could show: all but the shortest run of the
+    /// latest that reaches `limits`. The text they leave unused goes once it is half the
+    /// text, so each byte is moved at most once on average.
+    fn trim(&mut self, limits: (u64, u64), gap: &mut Gap, spare: &mut Vec<LineText>) {
+        let Some(from) = split_latest(&mut self.closed, &self.text, limits) else {
+            return;
+        };
+        let piece = Piece {
+            text: &self.text,
+            candidates: &self.candidates,
+        };
+        for c in self.closed.drain(..from) {
+            c.omit(piece, gap, spare);
+        }
+        let unused = self
+            .closed
+            .iter()
+            .find_map(|c| match c {
+                Closed::Lines { start, .. } => Some(*start),
+                Closed::Segment(_) => None,
+            })
+            .unwrap_or(self.text.len());
+        if unused > 0 && unused >= self.text.len() / 2 {
+            self.text.drain(..unused);
+            self.candidates.retain(|&c| c >= unused);
+            for c in &mut self.candidates {
+                *c -= unused;
+            }
+            for c in &mut self.closed {
+                if let Closed::Lines { start, end, .. } = c {
+                    *start -= unused;
+                    *end -= unused;
+                }
+            }
+        }
+    }
+
+    /// Its segments, copied.
+    fn segments(&self, cap: usize, mut emit: impl FnMut(Segment)) {
+        for c in &self.closed {
+            match c {
+                &Closed::Lines {
+                    first, start, end, ..
+                } => {
+                    for (i, (line_start, line_end, candidate)) in
+                        self.piece().lines(start, end).enumerate()
+                    {
+                        let line = &self.text[line_start..line_end];
+                        let text = LineText {
+                            text: cut(line, cap).to_string(),
+                            len: line.len() as u64,
+                        };
+                        emit(line_segment(first + i as u64, text, candidate));
+                    }
+                }
+                Closed::Segment(p) => emit(Segment {
+                    first: p.first,
+                    lines: p.lines,
+                    bytes: p.bytes,
+                    candidates: p.candidates,
+                    fold: p.fold,
+                    head: p.head.kept().clone(),
+                    last: p.last.kept().clone(),
+                    ended: true,
+                }),
+            }
+        }
+    }
+}
+
+/// Whether no line of `bytes` (complete lines) is longer than `cap`, found a window of `cap`
+/// bytes at a time rather than line by line.
+fn longest_line_within(bytes: &[u8], cap: usize) -> bool {
+    let mut at = 0;
+    while bytes.len() - at > cap {
+        match memchr::memrchr(b'\n', &bytes[at..=at + cap]) {
+            Some(newline) => at += newline + 1,
+            None => return false,
+        }
+    }
+    true
+}
+
+fn line_segment(first: u64, text: LineText, candidate: bool) -> Segment {
+    Segment {
+        first,
+        lines: 1,
+        bytes: text.len + 1,
+        candidates: u64::from(candidate),
+        fold: Fold::Line,
+        head: text,
+        last: LineText::default(),
+        ended: true,
     }
 }
 
@@ -634,9 +1032,333 @@ impl Outline {
     }
 }
 
+/// `text`, copied (cut to `cap`) out of `piece` if it is still there.
+fn keep(text: Text, piece: &str, cap: usize, spare: &mut Vec<LineText>) -> LineText {
+    match text {
+        Text::Kept(line) => line,
+        Text::At(start, end) => {
+            let mut line = spare.pop().unwrap_or_default();
+            line.set(&piece[start..end], cap);
+            line
+        }
+    }
+}
+
+/// Where the latest of `closed` that a preview could show from the end start: the shortest
+/// run of them that reaches `limits`, a run of lines split where it must be. `None` when all
+/// of them together fall short. `text` holds their lines.
+fn split_latest(closed: &mut VecDeque<Closed>, text: &str, limits: (u64, u64)) -> Option<usize> {
+    let mut cost = Cost::default();
+    for i in (0..closed.len()).rev() {
+        let (first, lines, start, end) = match &closed[i] {
+            Closed::Segment(p) => {
+                cost.add(p.cost());
+                if cost.reaches(limits) {
+                    return Some(i);
+                }
+                continue;
+            }
+            &Closed::Lines {
+                first,
+                lines,
+                start,
+                end,
+            } => (first, lines, start, end),
+        };
+        let need = (limits.0 - cost.lines, limits.1 - cost.bytes);
+        let Some((from, kept)) = latest_lines(&text.as_bytes()[start..=end], lines, need) else {
+            cost.add(Cost {
+                lines,
+                bytes: (end + 1 - start) as u64,
+            });
+            continue;
+        };
+        if kept == lines {
+            return Some(i);
+        }
+        closed[i] = Closed::Lines {
+            first,
+            lines: lines - kept,
+            start,
+            end: start + from - 1,
+        };
+        let latest = Closed::Lines {
+            first: first + lines - kept,
+            lines: kept,
+            start: start + from,
+            end,
+        };
+        closed.insert(i + 1, latest);
+        return Some(i + 1);
+    }
+    None
+}
+
+/// Where the shortest run of the last of `lines` complete lines in `bytes` that holds `need.0`
+/// lines or `need.1` bytes (each line shown with its newline) starts, and how many lines it
+/// holds; `None` if all of them fall short. Found from the byte count at once, not line by
+/// line.
+fn latest_lines(bytes: &[u8], lines: u64, need: (u64, u64)) -> Option<(usize, u64)> {
+    let (need_lines, need_bytes) = (need.0, usize::try_from(need.1).unwrap_or(usize::MAX));
+    // The latest line start that leaves at least `need_bytes` after it, and its lines.
+    let by_bytes = (need_bytes <= bytes.len()).then(|| {
+        let at = memchr::memrchr(b'\n', &bytes[..bytes.len() - need_bytes]).map_or(0, |i| i + 1);
+        (at, memchr::memchr_iter(b'\n', &bytes[at..]).count() as u64)
+    });
+    let (from, held) = by_bytes.unwrap_or((0, lines));
+    if held < need_lines {
+        return by_bytes;
+    }
+    // The lines' limit comes first: skip the lines beyond what it needs.
+    let skip = usize::try_from(held - need_lines).unwrap_or(usize::MAX);
+    let from = match skip.checked_sub(1) {
+        None => from,
+        Some(nth) => {
+            let newline = memchr::memchr_iter(b'\n', &bytes[from..]).nth(nth);
+            from + newline.expect("a line to skip") + 1
+        }
+    };
+    Some((from, need_lines))
+}
+
+/// Whether line `b` may join a run whose only line is `a` (both whole lines of a piece, kept
+/// cut to `cap`): what [`Outline::joins`] says of them, at the cost of a few compares for
+/// most pairs of lines.
+fn may_join(a: &[u8], b: &[u8], cap: usize) -> bool {
+    if a.len() > cap {
+        return false; // neither identical nor similar to anything: only whole lines are
+    }
+    if a.len() == b.len() && a == b {
+        return true;
+    }
+    b.len() <= cap && may_be_similar(a, b) && similar_bytes(a, b)
+}
+
+/// Keeps a dropped text's buffer for reuse, up to a few.
+fn recycle(spare: &mut Vec<LineText>, text: Text) {
+    if let Text::Kept(line) = text
+        && line.text.capacity() > 0
+        && spare.len() < SPARE_TEXTS
+    {
+        spare.push(line);
+    }
+}
+
+/// The newlines of a piece in order, found 64 bytes at a time as bit masks (a window of
+/// blocks at once, with the widest vectors the CPU has) and walked with `trailing_zeros`: on
+/// lines of a hundred bytes, a search call per line costs more than finding them all.
+struct Newlines<'a> {
+    bytes: &'a [u8],
+    avx2: bool,
+    /// `masks[j]`: bit `k` set when byte `(first + j) * 64 + k` is a newline.
+    masks: [u64; MASK_WINDOW],
+    first: usize,
+    /// Masks of the window found, the one being walked, and its bits not yet walked.
+    len: usize,
+    at: usize,
+    mask: u64,
+}
+
+/// Blocks of 64 bytes whose masks are found in one go (2 KiB of text).
+const MASK_WINDOW: usize = 32;
+
+impl<'a> Newlines<'a> {
+    fn new(bytes: &'a [u8]) -> Newlines<'a> {
+        Newlines {
+            bytes,
+            #[cfg(target_arch = "x86_64")]
+            avx2: std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            avx2: false,
+            masks: [0; MASK_WINDOW],
+            first: 0,
+            len: 0,
+            at: 0,
+            mask: 0,
+        }
+    }
+
+    /// Finds the masks of the next window; false at the end of the text.
+    fn fill(&mut self) -> bool {
+        let first = self.first + self.len;
+        let Some(window) = self.bytes.get(first * 64..).filter(|w| !w.is_empty()) else {
+            return false;
+        };
+        let (blocks, rest) = window[..window.len().min(MASK_WINDOW * 64)].as_chunks::<64>();
+        newline_masks(blocks, &mut self.masks, self.avx2);
+        self.len = blocks.len();
+        if !rest.is_empty() {
+            // Only the text's last window ends with a short block, so there is room.
+            self.masks[self.len] = newline_mask_slowly(rest);
+            self.len += 1;
+        }
+        self.first = first;
+        self.at = 0;
+        true
+    }
+}
+
+impl Iterator for Newlines<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        while self.mask == 0 {
+            self.at += 1;
+            if self.at >= self.len && !self.fill() {
+                return None;
+            }
+            self.mask = self.masks[self.at];
+        }
+        let at = (self.first + self.at) * 64 + self.mask.trailing_zeros() as usize;
+        self.mask &= self.mask - 1;
+        Some(at)
+    }
+}
+
+/// Sets `masks[j]` to the newlines of `blocks[j]`.
+#[cfg(target_arch = "x86_64")]
+fn newline_masks(blocks: &[[u8; 64]], masks: &mut [u64], avx2: bool) {
+    if avx2 {
+        // SAFETY: `avx2` is only set where the CPU has AVX2.
+        unsafe { newline_masks_avx2(blocks, masks) }
+    } else {
+        for (mask, block) in masks.iter_mut().zip(blocks) {
+            *mask = newline_mask_sse2(block);
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn newline_masks(blocks: &[[u8; 64]], masks: &mut [u64], _avx2: bool) {
+    for (mask, block) in masks.iter_mut().zip(blocks) {
+        *mask = newline_mask_slowly(block);
+    }
+}
+
+/// [`newline_mask_sse2`] with 32-byte vectors, over a window at once.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn newline_masks_avx2(blocks: &[[u8; 64]], masks: &mut [u64]) {
+    use std::arch::x86_64::{
+        _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
+    };
+    let newline = _mm256_set1_epi8(b'\n' as i8);
+    for (mask, block) in masks.iter_mut().zip(blocks) {
+        *mask = 0;
+        for (k, lane) in block.as_chunks::<32>().0.iter().enumerate() {
+            // SAFETY: `lane` is 32 readable bytes, and `loadu` needs no alignment.
+            let v = unsafe { _mm256_loadu_si256(lane.as_ptr().cast()) };
+            let newlines = _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, newline)) as u32;
+            *mask |= u64::from(newlines) << (32 * k);
+        }
+    }
+}
+
+/// Bit `k` set when `block[k]` is a newline.
+#[cfg(target_arch = "x86_64")]
+fn newline_mask_sse2(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    let mut mask = 0;
+    for (k, lane) in block.as_chunks::<16>().0.iter().enumerate() {
+        // SAFETY: SSE2 is part of x86-64's baseline, so every x86-64 CPU has these
+        // instructions; `lane` is 16 readable bytes, and `loadu` needs no alignment.
+        let newlines = unsafe {
+            let v = _mm_loadu_si128(lane.as_ptr().cast());
+            _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8)))
+        };
+        mask |= u64::from(newlines as u16) << (16 * k);
+    }
+    mask
+}
+
+/// Bit `k` set when `block[k]` (at most 64 bytes) is a newline, byte at a time: the definition
+/// the vector versions follow.
+fn newline_mask_slowly(block: &[u8]) -> u64 {
+    block
+        .iter()
+        .enumerate()
+        .fold(0, |mask, (k, &b)| mask | u64::from(b == b'\n') << k)
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+pub fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Whether two lines differ only in their numbers (each run of digits counts as one digit),
+/// and carry enough text ([`MIN_LETTERS`]) for the numbers to be what varies.
+pub fn similar(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    may_be_similar(a, b) && similar_bytes(a, b)
+}
+
+/// False for lines that end in different letters: they differ outside their numbers. Most
+/// lines of a log are told apart so, without reading them.
+#[inline]
+fn may_be_similar(a: &[u8], b: &[u8]) -> bool {
+    match (a.last(), b.last()) {
+        (Some(&x), Some(&y)) => x == y || x.is_ascii_digit() || y.is_ascii_digit(),
+        _ => true,
+    }
+}
+
+/// [`similar`] past [`may_be_similar`].
+fn similar_bytes(a: &[u8], b: &[u8]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    loop {
+        // Equal bytes are skipped many at a time; only a difference needs looking at.
+        let same = common_prefix(&a[i..], &b[j..]);
+        i += same;
+        j += same;
+        if i == a.len() || j == b.len() {
+            break;
+        }
+        // A difference is allowed only inside numbers: back to where the number starts (the
+        // same on both sides, which are equal up to here), then past it on each side.
+        let digits_before = a[i - same..i]
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        let (si, sj) = (i - digits_before, j - digits_before);
+        if !(a[si..].first().is_some_and(u8::is_ascii_digit)
+            && b[sj..].first().is_some_and(u8::is_ascii_digit))
+        {
+            return false;
+        }
+        i = si + a[si..].iter().take_while(|c| c.is_ascii_digit()).count();
+        j = sj + b[sj..].iter().take_while(|c| c.is_ascii_digit()).count();
+    }
+    i == a.len()
+        && j == b.len()
+        && a.iter().filter(|c| c.is_ascii_alphabetic()).count() >= MIN_LETTERS
+}
+
+/// How many bytes `a` and `b` share at their start, compared 16 at a time.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 16 <= n && a[i..i + 16] == b[i..i + 16] {
+        i += 16;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
 #[cfg(test)]
 mod tests {
-    use super::tail::latest_lines;
     use super::*;
     use proptest::prelude::*;
 
