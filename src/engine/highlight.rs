@@ -10,7 +10,10 @@
 //! `could not compile`), and a preview picks strong ones first.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::LazyLock;
 
+use aho_corasick::{AhoCorasick, MatchKind, Span, packed};
+use memchr::memmem;
 use regex::{Regex, RegexBuilder, RegexSet};
 
 mod kind;
@@ -79,20 +82,76 @@ const WEAK: &[&str] = &[
 /// What the default patterns need, literally, anywhere in a line: a search for these alone runs
 /// at memory speed (a SIMD multi-literal search), and only the lines that hold one are tried
 /// against the patterns themselves.
-const ANYWHERE: &str = r"error|Error|ERROR|Exception|panic|FAIL|FATAL|CRITICAL|\*\*\* |\.go:|Invalid |Mismatched free|Conditional jump|uninitialised|Syscall param|Source and destination overlap|Process terminating|definitely lost|Segmentation fault|Illegal instruction|Aborted|Killed";
+const ANYWHERE: &[&str] = &[
+    "error",
+    "Error",
+    "ERROR",
+    "Exception",
+    "panic",
+    "FAIL",
+    "FATAL",
+    "CRITICAL",
+    "*** ",
+    ".go:",
+    "Invalid ",
+    "Mismatched free",
+    "Conditional jump",
+    "uninitialised",
+    "Syscall param",
+    "Source and destination overlap",
+    "Process terminating",
+    "definitely lost",
+    "Segmentation fault",
+    "Illegal instruction",
+    "Aborted",
+    "Killed",
+];
 
 /// What the other default patterns need at a line's start (`npm ERR!`, `fatal:`, pytest's
 /// `E   `, ...). They join the search after a newline, so no line is looked at one by one; a
 /// text's first line is checked apart.
 const LINE_STARTS: &[&str] = &["npm ", "Traceback", "Caused by", "make", "fatal: ", "E   "];
 
-/// The prefilter: [`ANYWHERE`], and each of [`LINE_STARTS`] after a newline.
-fn prefilter() -> Regex {
-    let starts = LINE_STARTS
-        .iter()
-        .map(|l| format!("|\\n{}", regex::escape(l)))
-        .collect::<String>();
-    Regex::new(&format!("{ANYWHERE}{starts}")).expect("the prefilter is valid")
+/// The prefilter: [`ANYWHERE`], and each of [`LINE_STARTS`] after a newline, looked for at
+/// once. A packed SIMD search (Teddy) where the CPU has one, else an automaton: either says
+/// where a literal starts and stops there, where a regex of the same literals runs a second,
+/// confirming search at every hit (in a log of error lines, every fifth line).
+#[derive(Debug, Clone)]
+enum Prefilter {
+    Packed(packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+impl Prefilter {
+    fn new() -> Prefilter {
+        let starts: Vec<String> = LINE_STARTS.iter().map(|l| format!("\n{l}")).collect();
+        let literals: Vec<&str> = ANYWHERE
+            .iter()
+            .copied()
+            .chain(starts.iter().map(String::as_str))
+            .collect();
+        match packed::Searcher::new(&literals) {
+            Some(searcher) => Prefilter::Packed(searcher),
+            None => Prefilter::Automaton(
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .build(&literals)
+                    .expect("the prefilter is valid"),
+            ),
+        }
+    }
+
+    /// Where the leftmost literal at or after byte `from` of `text` starts.
+    fn find(&self, text: &str, from: usize) -> Option<usize> {
+        let span = Span::from(from..text.len());
+        let found = match self {
+            Prefilter::Packed(searcher) => searcher.find_in(text, span),
+            Prefilter::Automaton(automaton) => {
+                automaton.find(aho_corasick::Input::new(text).span(span))
+            }
+        };
+        found.map(|m| m.start())
+    }
 }
 
 /// Cap on each thread's lazy-DFA cache for the patterns: every run's reader thread gets its
@@ -115,8 +174,8 @@ const FRAME: &str = r#"^\s*File "[^"]+", line \d+"#;
 #[derive(Debug, Clone)]
 pub struct Patterns {
     any: Regex,
-    /// [`LITERALS`], when only the default patterns are in use.
-    prefilter: Option<Regex>,
+    /// The [`Prefilter`], when only the default patterns are in use.
+    prefilter: Option<Prefilter>,
     weak: RegexSet,
     extra: RegexSet,
     continuation: Regex,
@@ -186,7 +245,7 @@ impl Patterns {
         Ok(Patterns {
             any,
             // A user's pattern may need none of the literals: then every line is tried.
-            prefilter: extra.is_empty().then(prefilter),
+            prefilter: extra.is_empty().then(Prefilter::new),
             weak: build(&weak)?,
             extra: build(extra)?,
             continuation: Regex::new(CONTINUATION).expect("the continuation pattern is valid"),
@@ -200,9 +259,82 @@ impl Patterns {
         (self.prefilter.is_some() && has_log_level(line)) || self.any.is_match(line)
     }
 
+    /// The lines of `text` (up to its last newline) worth trying against the patterns, in
+    /// order. Finding them is most of the cost of scanning, and needs nothing but the text, so
+    /// a caller may find them on one thread and scan on another
+    /// ([`Highlighter::write_lines`]).
+    pub fn candidate_lines(&self, text: &str) -> CandidateLines {
+        let mut lines = Vec::new();
+        let mut after = None;
+        while let Some((start, hit)) = self.next_candidate(text, after) {
+            let Some(len) = memchr::memchr(b'\n', &text.as_bytes()[start..]) else {
+                break;
+            };
+            lines.push(CandidateLine {
+                start,
+                end: start + len,
+                hit,
+            });
+            after = Some(start + len);
+        }
+        CandidateLines(lines)
+    }
+
+    /// Where the next line of `text` worth trying against the patterns starts, `after` the
+    /// line that ends at that newline (`None`: from the start): a line holding a prefilter
+    /// literal or beginning with a [`LINE_STARTS`] one (or, with the user's patterns, one the
+    /// patterns match). Each line is offered once, in order: where it starts, and where in it
+    /// the literal (or the match) found starts.
+    fn next_candidate(&self, text: &str, after: Option<usize>) -> Option<(usize, usize)> {
+        let line_start =
+            |at: usize| memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1);
+        let Some(prefilter) = &self.prefilter else {
+            let from = after.map_or(0, |end| end + 1);
+            if from >= text.len() {
+                return None;
+            }
+            return self
+                .any
+                .find_at(text, from)
+                .map(|m| (line_start(m.start()), m.start()));
+        };
+        if after.is_none() && LINE_STARTS.iter().any(|l| text.starts_with(l)) {
+            return Some((0, 0));
+        }
+        // From the newline on: a LINE_STARTS literal matches with the newline before it.
+        let at = prefilter.find(text, after.unwrap_or(0))?;
+        Some(if text.as_bytes()[at] == b'\n' {
+            (at + 1, at + 1)
+        } else {
+            (line_start(at), at)
+        })
+    }
+
+    /// Whether `line`, in which the search for candidate lines found something at byte
+    /// `hit`, matches. A log level confirms a default-pattern line without the whole pattern
+    /// set: in a log flood that is most candidates, and what was found is the level itself.
+    fn matches(&self, line: &str, hit: usize) -> bool {
+        let confirmed =
+            self.prefilter.is_some() && (log_level_at(line.as_bytes(), hit) || has_log_level(line));
+        confirmed || self.any.is_match(line)
+    }
+
     fn is_weak(&self, line: &str) -> bool {
         self.weak.is_match(line) && !self.extra.is_match(line)
     }
+}
+
+/// The lines of a text worth trying against the patterns (see [`Patterns::candidate_lines`]).
+#[derive(Debug, Default)]
+pub struct CandidateLines(Vec<CandidateLine>);
+
+/// A line of a text worth trying: where it starts and ends (its newline), and where in it the
+/// literal (or the match) that makes it worth trying starts.
+#[derive(Debug, Clone, Copy)]
+struct CandidateLine {
+    start: usize,
+    end: usize,
+    hit: usize,
 }
 
 /// A line that looks like the cause of a failure, with the lines around it that make it
@@ -266,10 +398,16 @@ pub struct Highlighter {
     first_kept: usize,
     kinds_kept: usize,
     found: u64,
-    /// Numbers of the candidate lines found since [`Highlighter::take_found_lines`].
-    found_lines: Vec<u64>,
+    /// Where the candidate lines found since [`Highlighter::take_found`] start in the pieces
+    /// written (see there).
+    found_starts: Vec<usize>,
     /// Lines ended so far.
     ended: u64,
+    /// The latest candidates of the text being scanned that can only be kept as one of the
+    /// latest, by where they start and end (at most [`KEEP`]): in a flood of error lines each
+    /// would replace the one before, so only those left at the end of the text are kept, with
+    /// their context (see [`Highlighter::keep_deferred`]).
+    deferred: VecDeque<(usize, usize)>,
 }
 
 /// Candidates kept because they are the first of their kind: a crowd of one error cannot push
@@ -298,15 +436,23 @@ impl Highlighter {
             first_kept: 0,
             kinds_kept: 0,
             found: 0,
-            found_lines: Vec::new(),
+            found_starts: Vec::new(),
             ended: 0,
+            deferred: VecDeque::with_capacity(KEEP),
         }
     }
 
     /// Takes the next piece of normalised output, which holds `newlines` newlines: its caller
-    /// (a capture) has counted them already, so line numbers only need counting up to each
-    /// candidate here.
+    /// (a capture) has counted them already, so line numbers are only counted up to the
+    /// candidates kept here.
     pub fn write(&mut self, text: &str, newlines: u64) {
+        let lines = self.patterns.candidate_lines(text);
+        self.write_lines(text, newlines, &lines);
+    }
+
+    /// [`Highlighter::write`] with the candidate lines of `text` found already, by
+    /// [`Patterns::candidate_lines`] of these patterns.
+    pub fn write_lines(&mut self, text: &str, newlines: u64, lines: &CandidateLines) {
         debug_assert_eq!(
             newlines,
             count_newlines(text),
@@ -316,29 +462,36 @@ impl Highlighter {
         let mut ended = self.ended;
         self.ended += newlines;
         if !self.carry.is_empty() || self.carry_cut {
-            match rest.find('\n') {
+            match memchr::memchr(b'\n', text.as_bytes()) {
                 Some(i) => {
-                    self.extend_carry(&rest[..i]);
-                    self.end_carried_line(ended + 1);
+                    self.extend_carry(&text[..i]);
+                    if self.end_carried_line(ended + 1) {
+                        self.found_starts.push(0);
+                    }
                     ended += 1;
-                    rest = &rest[i + 1..];
+                    rest = &text[i + 1..];
                 }
                 None => {
-                    self.extend_carry(rest);
+                    self.extend_carry(text);
                     return;
                 }
             }
         }
-        let complete = rest.rfind('\n').map_or(0, |i| i + 1);
-        self.scan(&rest[..complete], ended);
+        let base = text.len() - rest.len();
+        let complete = memchr::memrchr(b'\n', rest.as_bytes()).map_or(0, |i| i + 1);
+        let lines = lines
+            .0
+            .iter()
+            .skip_while(|l| l.start < base)
+            .take_while(|l| l.end < base + complete);
+        self.scan(&rest[..complete], base, ended, self.ended - ended, lines);
         self.extend_carry(&rest[complete..]);
     }
 
-    /// Ends the stream: a last line without a newline is a line.
-    pub fn finish(&mut self) {
-        if !self.carry.is_empty() || self.carry_cut {
-            self.end_carried_line(self.ended + 1);
-        }
+    /// Ends the stream: a last line without a newline is a line. Returns whether it is a
+    /// candidate.
+    pub fn finish(&mut self) -> bool {
+        (!self.carry.is_empty() || self.carry_cut) && self.end_carried_line(self.ended + 1)
     }
 
     /// How many candidates were found in all (not all of them are kept).
@@ -346,10 +499,12 @@ impl Highlighter {
         self.found
     }
 
-    /// Moves the numbers of the candidate lines found since the last call into `into`, in
-    /// increasing order (the outline counts the candidates each of its segments covers).
-    pub fn take_found_lines(&mut self, into: &mut Vec<u64>) {
-        into.append(&mut self.found_lines);
+    /// Moves where the candidate lines found since the last call start into `into`, in
+    /// increasing order: byte offsets in the piece written, 0 also standing for a line that
+    /// began in an earlier piece and ended in this one (the outline counts the candidates
+    /// each of its segments covers).
+    pub fn take_found(&mut self, into: &mut Vec<usize>) {
+        into.append(&mut self.found_starts);
     }
 
     /// The kept candidates, in output order: the first [`KEEP`], the first of each kind (up to
@@ -379,59 +534,121 @@ impl Highlighter {
         }
     }
 
-    fn end_carried_line(&mut self, number: u64) {
+    /// Ends the line carried over from earlier pieces; returns whether it is a candidate.
+    fn end_carried_line(&mut self, number: u64) -> bool {
         let line = std::mem::take(&mut self.carry);
         let cut = std::mem::replace(&mut self.carry_cut, false);
         self.take_after(&line, cut);
-        if !cut && self.patterns.any.is_match(&line) {
+        let found = !cut && self.patterns.any.is_match(&line);
+        if found {
             let before = self.before_context(&[]);
             self.found_at(number, &line, before);
         }
         self.remember(std::iter::once(line.as_str()));
+        found
     }
 
-    /// Scans complete lines (`text` ends with a newline or is empty), `ended` lines having
-    /// ended before them.
-    fn scan(&mut self, text: &str, mut ended: u64) {
+    /// Scans complete lines: `text` ends with a newline (or is empty), holds `newlines` of
+    /// them, comes after `ended` ended lines and starts at byte `base` of the piece written,
+    /// whose `candidates` lie in it.
+    fn scan<'a>(
+        &mut self,
+        text: &str,
+        base: usize,
+        ended: u64,
+        newlines: u64,
+        candidates: impl Iterator<Item = &'a CandidateLine>,
+    ) {
         let mut from = 0;
         while self.wants_after > 0 && from < text.len() {
             let len = text[from..].find('\n').unwrap_or(text.len() - from);
             self.take_after(&text[from..from + len], false);
             from += len + 1;
         }
-        let mut counted = 0; // bytes of `text` whose newlines are in `ended`
-        for start in self.candidate_lines(text) {
-            let Some(len) = text[start..].find('\n') else {
-                break;
-            };
-            let end = start + len;
+        let mut numbers = Numbering {
+            at: 0,
+            number: ended + 1,
+        };
+        let mut last_found = None;
+        for candidate in candidates {
+            let (start, end) = (candidate.start - base, candidate.end - base);
             let line = &text[start..end];
             // A line too long to be carried whole between chunks is never a candidate, here as
             // in `end_carried_line`: whether a line is one depends on the line, not on where
             // the output's chunks happen to split it.
-            if len > CARRY_BYTES {
+            if line.len() > CARRY_BYTES {
                 continue;
             }
-            // A log level confirms a default-pattern line without the whole pattern set:
-            // in a log flood that is most candidates.
-            let confirmed = self.patterns.prefilter.is_some() && has_log_level(line);
-            if confirmed || self.patterns.any.is_match(line) {
-                ended +=
-                    memchr::memchr_iter(b'\n', &text.as_bytes()[counted..start]).count() as u64;
-                counted = start;
-                // Only an indented line before it can end a frame (its source line).
-                let before = if follows_indented(text, start) {
-                    self.before_context(&lines_before(text, start))
-                } else if start == 0 && self.recent.back().is_some_and(|l| is_indented(l)) {
-                    self.before_context(&[])
-                } else {
-                    Vec::new()
-                };
-                self.found_at(ended + 1, line, before);
+            if !self.patterns.matches(line, candidate.hit - candidate.start) {
+                continue;
+            }
+            self.found_starts.push(base + start);
+            last_found = Some(start);
+            if self.only_latest() && line.len() <= MAX_HIGHLIGHT_BYTES {
+                self.defer(start, end);
+            } else {
+                let before = self.before_at(text, start);
+                self.found_at(numbers.of(text, start), line, before);
                 self.take_following(text, end + 1);
             }
         }
+        self.keep_deferred(text, ended + newlines, last_found);
         self.remember(lines_before(text, text.len()).into_iter());
+    }
+
+    /// Whether a candidate found now can only be kept as one of the latest: the first
+    /// [`KEEP`] are in, and so are the first of [`KEEP_KINDS`] kinds.
+    fn only_latest(&self) -> bool {
+        self.first_kept >= KEEP && self.kinds_kept >= KEEP_KINDS
+    }
+
+    /// Counts the candidate in bytes `start..end` of the text being scanned, which can only
+    /// be kept as one of the latest, and defers the rest (see [`Highlighter::keep_deferred`]).
+    fn defer(&mut self, start: usize, end: usize) {
+        self.found += 1;
+        if self.deferred.len() == KEEP {
+            self.deferred.pop_front();
+        }
+        self.deferred.push_back((start, end));
+    }
+
+    /// Keeps the deferred candidates of `text`, which ends after line `last_line`, as
+    /// [`Highlighter::found_at`] would have kept them one by one: those the latest replaced
+    /// within the text cost nothing but their count. `last_found` is where the last candidate
+    /// found in `text` starts: one after the deferred (too long to keep) stops their context.
+    fn keep_deferred(&mut self, text: &str, last_line: u64, last_found: Option<usize>) {
+        let Some(&(first, _)) = self.deferred.front() else {
+            return;
+        };
+        // Counted back from the end of the text, which is nearer.
+        let to_end = memchr::memchr_iter(b'\n', &text.as_bytes()[first..]).count() as u64;
+        let mut numbers = Numbering {
+            at: first,
+            number: last_line + 1 - to_end,
+        };
+        let deferred = std::mem::take(&mut self.deferred);
+        for &(start, end) in &deferred {
+            let before = self.before_at(text, start);
+            self.keep_found(numbers.of(text, start), &text[start..end], before);
+            self.take_following(text, end + 1);
+        }
+        if last_found != deferred.back().map(|&(start, _)| start) {
+            self.wants_after = 0;
+        }
+        self.deferred = deferred;
+        self.deferred.clear();
+    }
+
+    /// The context before the candidate line that starts at byte `start` of `text`.
+    fn before_at(&self, text: &str, start: usize) -> Vec<String> {
+        // Only an indented line before it can end a frame (its source line).
+        if follows_indented(text, start) {
+            self.before_context(&lines_before(text, start))
+        } else if start == 0 && self.recent.back().is_some_and(|l| is_indented(l)) {
+            self.before_context(&[])
+        } else {
+            Vec::new()
+        }
     }
 
     /// Remembers the last lines of `lines` (in order) for the context of a later candidate.
@@ -479,45 +696,15 @@ impl Highlighter {
         }
     }
 
-    /// Starts of the lines of `text` worth trying against the patterns, in order, each once:
-    /// those holding a prefilter literal and those beginning with a [`LINE_STARTS`] literal
-    /// (or, with the user's patterns, those the patterns match).
-    fn candidate_lines(&self, text: &str) -> Vec<usize> {
-        let line_start =
-            |at: usize| memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1);
-        let Some(prefilter) = &self.patterns.prefilter else {
-            let mut starts: Vec<usize> = Vec::new();
-            let mut from = 0;
-            while let Some(m) = self.patterns.any.find_at(text, from) {
-                let start = line_start(m.start());
-                starts.push(start);
-                from = start
-                    + text[start..]
-                        .find('\n')
-                        .map_or(text.len() - start, |i| i + 1);
-                if from >= text.len() {
-                    break;
-                }
-            }
-            return starts;
-        };
-        let first_line = LINE_STARTS.iter().any(|l| text.starts_with(l));
-        let mut starts: Vec<usize> = first_line.then_some(0).into_iter().collect();
-        starts.extend(prefilter.find_iter(text).map(|m| {
-            // A LINE_STARTS literal matches with the newline before it.
-            if text.as_bytes()[m.start()] == b'\n' {
-                m.start() + 1
-            } else {
-                line_start(m.start())
-            }
-        }));
-        starts.dedup(); // in order already: several hits in one line are adjacent
-        starts
-    }
-
+    /// Counts a candidate and keeps it if it has room.
     fn found_at(&mut self, line: u64, text: &str, before: Vec<String>) {
         self.found += 1;
-        self.found_lines.push(line);
+        self.keep_found(line, text, before);
+    }
+
+    /// Keeps a candidate that was counted, if it has room, and has the lines after it offered
+    /// as its context.
+    fn keep_found(&mut self, line: u64, text: &str, before: Vec<String>) {
         self.wants_after = 0;
         if text.len() > MAX_HIGHLIGHT_BYTES {
             return;
@@ -601,17 +788,52 @@ impl Highlighter {
     }
 }
 
-/// Whether `line` holds `ERROR`, `FATAL` or `CRITICAL` as a word (what the log-level pattern
+/// The log levels the log-level pattern matches as words.
+const LOG_LEVELS: [&str; 3] = ["ERROR", "FATAL", "CRITICAL"];
+
+/// Searchers for the [`LOG_LEVELS`], built once: building one costs more than searching a
+/// line with it.
+static LOG_LEVEL_FINDERS: LazyLock<[memmem::Finder<'static>; 3]> =
+    LazyLock::new(|| LOG_LEVELS.map(memmem::Finder::new));
+
+/// Whether `line` holds one of the [`LOG_LEVELS`] as a word (what the log-level pattern
 /// matches).
 fn has_log_level(line: &str) -> bool {
     let bytes = line.as_bytes();
-    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    ["ERROR", "FATAL", "CRITICAL"].iter().any(|level| {
-        memchr::memmem::find_iter(bytes, level).any(|at| {
-            let end = at + level.len();
-            (at == 0 || !is_word(bytes[at - 1])) && bytes.get(end).is_none_or(|&b| !is_word(b))
-        })
+    LOG_LEVEL_FINDERS.iter().any(|level| {
+        level
+            .find_iter(bytes)
+            .any(|at| is_word_at(bytes, at, at + level.needle().len()))
     })
+}
+
+/// Whether one of the [`LOG_LEVELS`] starts at byte `at` of `line`, as a word.
+fn log_level_at(line: &[u8], at: usize) -> bool {
+    LOG_LEVELS.iter().any(|level| {
+        line[at..].starts_with(level.as_bytes()) && is_word_at(line, at, at + level.len())
+    })
+}
+
+/// Whether bytes `start..end` of `line` are a word: no letter, digit or `_` on either side.
+fn is_word_at(line: &[u8], start: usize, end: usize) -> bool {
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    (start == 0 || !is_word(line[start - 1])) && line.get(end).is_none_or(|&b| !is_word(b))
+}
+
+/// Line numbers of the line starts of a text of complete lines, counted forward from a known
+/// one.
+struct Numbering {
+    at: usize,
+    number: u64,
+}
+
+impl Numbering {
+    /// The number of the line that starts at byte `start` (at or after the last one asked).
+    fn of(&mut self, text: &str, start: usize) -> u64 {
+        self.number += memchr::memchr_iter(b'\n', &text.as_bytes()[self.at..start]).count() as u64;
+        self.at = start;
+        self.number
+    }
 }
 
 fn is_indented(line: &str) -> bool {
@@ -726,7 +948,7 @@ mod tests {
     fn prefilter_covers(line: &str) -> bool {
         let p = Patterns::defaults();
         !p.any.is_match(line)
-            || p.prefilter.as_ref().unwrap().is_match(line)
+            || p.prefilter.as_ref().unwrap().find(line, 0).is_some()
             || LINE_STARTS.iter().any(|l| line.starts_with(l))
     }
 
@@ -859,5 +1081,89 @@ mod tests {
         feed(&mut h, &[&text]);
         let kept: Vec<u64> = h.candidates().iter().map(|c| c.line).collect();
         assert_eq!(kept, [2]);
+    }
+
+    /// Feeds `text` in pieces of the given sizes (cycled); returns the highlighter and the
+    /// numbers of the lines it reported to the outline.
+    fn fed_in(text: &str, sizes: &[usize]) -> (Highlighter, Vec<u64>) {
+        let mut h = Highlighter::new(Patterns::defaults());
+        let (mut lines, mut starts) = (Vec::new(), Vec::new());
+        let mut at = 0;
+        for &size in sizes.iter().cycle() {
+            if at == text.len() {
+                break;
+            }
+            let end = (at + size.min(text.len() - at)..=text.len())
+                .find(|&e| text.is_char_boundary(e))
+                .unwrap();
+            h.write(&text[at..end], count_newlines(&text[at..end]));
+            h.take_found(&mut starts);
+            let number = |o: usize| count_newlines(&text[..at + o]) + 1;
+            lines.extend(starts.drain(..).map(number));
+            at = end;
+        }
+        if h.finish() {
+            lines.push(count_newlines(text) + 1);
+        }
+        (h, lines)
+    }
+
+    fn log_line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (
+                "(INFO|WARN|ERROR|FATAL) [a-z]{1,8} [0-9]{1,3}",
+                "[a-z ]{0,40}"
+            )
+                .prop_map(|(a, b)| format!("2026-11-21T09:51:14Z {a}{b}")),
+            (0u32..4).prop_map(|n| format!("error: number {n}")),
+            (0u32..400).prop_map(|n| format!("error[E0{n:03}]: mismatched types")),
+            Just("  --> src/lib.rs:3:5".to_string()),
+            Just("   |".to_string()),
+            (0u32..99).prop_map(|n| format!("{n} |     let x: u32 = \"a\";")),
+            (0u32..9).prop_map(|n| format!("  File \"/a/b{n}.py\", line {n}, in f")),
+            Just("    g()".to_string()),
+            (0u32..50).prop_map(|n| format!("KeyError: {n}")),
+            Just("Traceback (most recent call last):".to_string()),
+            prop::sample::select(vec![
+                "npm ERR! code E404",
+                "make: *** [all] Error 1",
+                "fatal: not a repository",
+                "E   assert 1 == 2",
+                "Caused by: java.io.IOException",
+                "    at a.b(C.java:3)",
+                "==42== Invalid read of size 8",
+                "==42==    at 0x4005: main (a.c:3)",
+                "",
+            ])
+            .prop_map(str::to_string),
+            "[a-z ]{0,60}",
+            (2100usize..3000).prop_map(|n| format!("ERROR {}", "x".repeat(n))),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Candidates deferred to the end of a piece are kept as if each had been found alone:
+        /// a piece per line defers nothing past its line.
+        #[test]
+        fn pieces_of_any_size_find_and_keep_the_same_candidates(
+            lines in proptest::collection::vec(log_line(), 0..400),
+            sizes in proptest::collection::vec(1usize..3000, 1..8),
+        ) {
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            let (whole, found) = fed_in(&text, &[text.len().max(1)]);
+            let per_line: Vec<usize> = lines.iter().map(|l| l.len() + 1).collect();
+            for (h, reported) in [fed_in(&text, &per_line), fed_in(&text, &sizes)] {
+                proptest::prop_assert_eq!(h.found(), whole.found());
+                proptest::prop_assert_eq!(h.candidates(), whole.candidates());
+                proptest::prop_assert_eq!(&reported, &found);
+            }
+            let matching: Vec<u64> = (1..)
+                .zip(&lines)
+                .filter(|(_, l)| Patterns::defaults().is_match(l))
+                .map(|(n, _)| n)
+                .collect();
+            proptest::prop_assert_eq!(found, matching);
+        }
     }
 }

@@ -16,8 +16,11 @@
 //! 100,000-line output whose middle is one folded run shows every line around it.
 //!
 //! The cost per line is a comparison with the run's last line (stopping at the first byte
-//! that differs) and, on a mismatch, with its first line digit runs aside; segment texts reuse
-//! the buffers of dropped ones, so a steady stream allocates nothing.
+//! that differs) and, on a mismatch, with its first line digit runs aside. Lines are compared
+//! where they lie in the piece being written, and copied only if they must outlive it: those
+//! that join the head store, the latest segments of the piece that the tail store keeps, and
+//! the run still open. In a long output most lines are only counted in the gap, never copied;
+//! kept texts reuse the buffers of dropped ones, so a steady stream allocates nothing.
 
 use std::collections::VecDeque;
 
@@ -28,6 +31,12 @@ pub const SIMILAR_MIN: u64 = 6;
 /// Letters a line needs before its numbers may vary within a similar run: `Downloading 45%`
 /// is progress noise, `12` or `line 12` carries its number as information.
 pub const MIN_LETTERS: usize = 10;
+
+/// Segments closed in one piece that wait for the tail store at most: beyond them the tail
+/// takes them at once (a piece of many short lines costs a few more copies, not memory).
+const CLOSED_MAX: usize = 4096;
+/// Dropped texts kept for reuse at most.
+const SPARE_TEXTS: usize = 64;
 
 /// How a segment is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,15 +99,12 @@ impl Segment {
 
     /// Lines a preview shows of it.
     pub fn shown_lines(&self) -> u64 {
-        if self.fold == Fold::Similar { 2 } else { 1 }
+        Cost::of(self).lines
     }
 
     /// Bytes a preview shows of it, each shown line with a newline.
     pub fn shown_bytes(&self) -> u64 {
-        match self.fold {
-            Fold::Similar => self.head.len + self.last.len + 2,
-            _ => self.head.len + 1,
-        }
+        Cost::of(self).bytes
     }
 }
 
@@ -111,10 +117,7 @@ struct Cost {
 
 impl Cost {
     fn of(s: &Segment) -> Cost {
-        Cost {
-            lines: s.shown_lines(),
-            bytes: s.shown_bytes(),
-        }
+        shown(s.fold, s.head.len, s.last.len)
     }
 
     fn add(&mut self, c: Cost) {
@@ -122,14 +125,23 @@ impl Cost {
         self.bytes += c.bytes;
     }
 
-    fn sub(&mut self, c: Cost) {
-        self.lines -= c.lines;
-        self.bytes -= c.bytes;
-    }
-
     /// Whether a preview could show no more than this at one end.
     fn reaches(&self, limits: (u64, u64)) -> bool {
         self.lines >= limits.0 || self.bytes >= limits.1
+    }
+}
+
+/// Lines and bytes a preview shows of a segment: one line, or a similar run's first and last.
+fn shown(fold: Fold, head_len: u64, last_len: u64) -> Cost {
+    match fold {
+        Fold::Similar => Cost {
+            lines: 2,
+            bytes: head_len + last_len + 2,
+        },
+        _ => Cost {
+            lines: 1,
+            bytes: head_len + 1,
+        },
     }
 }
 
@@ -141,6 +153,78 @@ pub struct Gap {
     pub candidates: u64,
 }
 
+impl Gap {
+    fn add(&mut self, lines: u64, bytes: u64, candidates: u64) {
+        self.lines += lines;
+        self.bytes += bytes;
+        self.candidates += candidates;
+    }
+}
+
+/// A line's text while the outline works on a piece: where the line lies in the piece, or
+/// kept (copied, cut to the cap). Most lines of a long output end up only counted in the gap,
+/// so a line is copied only once it must outlive the piece: when it joins the head store,
+/// when it is among the latest segments a preview could show from the end, or when it belongs
+/// to the run still open as the piece ends.
+#[derive(Debug, Clone)]
+enum Text {
+    /// Bytes `start..end` of the piece: a whole line, without its newline.
+    At(usize, usize),
+    Kept(LineText),
+}
+
+impl Default for Text {
+    fn default() -> Text {
+        Text::Kept(LineText::default())
+    }
+}
+
+impl Text {
+    /// The line's real length, without its newline.
+    fn len(&self) -> u64 {
+        match self {
+            Text::At(start, end) => (end - start) as u64,
+            Text::Kept(line) => line.len,
+        }
+    }
+
+    /// The line as it would be kept: cut to `cap`, with its real length.
+    fn get<'a>(&'a self, piece: &'a str, cap: usize) -> LineRef<'a> {
+        match self {
+            Text::At(start, end) => LineRef {
+                text: cut(&piece[*start..*end], cap),
+                len: (end - start) as u64,
+            },
+            Text::Kept(line) => LineRef {
+                text: &line.text,
+                len: line.len,
+            },
+        }
+    }
+
+    /// The kept text. Between writes every text is kept: [`Outline::write`] copies the open
+    /// run's lines out of each piece before it returns.
+    fn kept(&self) -> &LineText {
+        match self {
+            Text::Kept(line) => line,
+            Text::At(..) => unreachable!("a line of a piece outlived its write"),
+        }
+    }
+}
+
+/// A line's text as it would be kept, borrowed: compared without copying it.
+#[derive(Debug, Clone, Copy)]
+struct LineRef<'a> {
+    text: &'a str,
+    len: u64,
+}
+
+impl LineRef<'_> {
+    fn is_whole(&self) -> bool {
+        self.text.len() as u64 == self.len
+    }
+}
+
 /// The run being built: its first and last line, and its other lines while it is too short
 /// to fold (they become single lines if it ends that way).
 #[derive(Debug, Default)]
@@ -150,11 +234,11 @@ struct Run {
     lines: u64,
     bytes: u64,
     candidates: u64,
-    head: LineText,
+    head: Text,
     head_candidate: bool,
     /// Lines 2 and on, while the run is shorter than its fold needs.
-    members: Vec<(LineText, bool)>,
-    last: LineText,
+    members: Vec<(Text, bool)>,
+    last: Text,
 }
 
 impl Run {
@@ -167,23 +251,296 @@ impl Run {
         }
     }
 
-    fn folded(&self, head: LineText, last: LineText) -> Segment {
+    /// The folded run as a closed segment, taking its texts.
+    fn close_folded(&mut self) -> Pending {
         let fold = self.fold.unwrap_or(Fold::Line);
-        Segment {
+        Pending {
             first: self.first,
             lines: self.lines,
             bytes: self.bytes,
             candidates: self.candidates,
             fold,
-            head,
+            head: std::mem::take(&mut self.head),
             last: if fold == Fold::Similar {
-                last
+                std::mem::take(&mut self.last)
             } else {
-                LineText::default()
+                Text::default()
             },
-            ended: true,
         }
     }
+}
+
+/// A closed segment whose texts may still lie in the piece being written.
+#[derive(Debug)]
+struct Pending {
+    first: u64,
+    lines: u64,
+    bytes: u64,
+    candidates: u64,
+    fold: Fold,
+    head: Text,
+    last: Text,
+}
+
+impl Pending {
+    fn line(first: u64, text: Text, candidate: bool) -> Pending {
+        Pending {
+            first,
+            lines: 1,
+            bytes: text.len() + 1,
+            candidates: u64::from(candidate),
+            fold: Fold::Line,
+            head: text,
+            last: Text::default(),
+        }
+    }
+
+    fn cost(&self) -> Cost {
+        shown(self.fold, self.head.len(), self.last.len())
+    }
+}
+
+/// A segment closed while the head store is full, or a run of them: in the piece being written
+/// while it waits for the tail store, then in the tail store.
+#[derive(Debug)]
+enum Closed {
+    /// Lines `first..first + lines`, in bytes `start..=end` of the piece or of the tail
+    /// store's text (`end` is the last one's newline), each a segment of one line. Most of a
+    /// long output closes so, and costs nothing more unless the tail store keeps it.
+    Lines {
+        first: u64,
+        lines: u64,
+        start: usize,
+        end: usize,
+    },
+    /// A folded run, or a line kept from an earlier piece (or too long to keep whole); its
+    /// texts are kept once it is in the tail store.
+    Segment(Pending),
+}
+
+impl Closed {
+    /// Counts it in the gap: no preview could show it. `piece` holds its lines.
+    fn omit(self, piece: Piece<'_>, gap: &mut Gap, spare: &mut Vec<LineText>) {
+        match self {
+            Closed::Lines {
+                lines, start, end, ..
+            } => {
+                let candidates = piece.candidates_in(start, end);
+                gap.add(lines, (end + 1 - start) as u64, candidates);
+            }
+            Closed::Segment(p) => {
+                gap.add(p.lines, p.bytes, p.candidates);
+                recycle(spare, p.head);
+                recycle(spare, p.last);
+            }
+        }
+    }
+}
+
+/// The piece being written, and where the highlighter's candidate lines in it start.
+#[derive(Debug, Clone, Copy)]
+struct Piece<'a> {
+    text: &'a str,
+    candidates: &'a [usize],
+}
+
+impl<'a> Piece<'a> {
+    /// The lines in bytes `start..=end` (which end with a newline): where each starts and
+    /// ends, and whether it is a candidate.
+    fn lines(self, start: usize, end: usize) -> impl Iterator<Item = (usize, usize, bool)> + 'a {
+        let from = self.candidates.partition_point(|&c| c < start);
+        let mut next = self.candidates[from..].iter().copied().peekable();
+        let mut at = start;
+        memchr::memchr_iter(b'\n', &self.text.as_bytes()[start..=end]).map(move |newline| {
+            let line = (at, start + newline, next.next_if_eq(&at).is_some());
+            at = start + newline + 1;
+            line
+        })
+    }
+
+    /// How many candidate lines start in bytes `start..=end`.
+    fn candidates_in(&self, start: usize, end: usize) -> u64 {
+        let before = self.candidates.partition_point(|&c| c < start);
+        let through = self.candidates.partition_point(|&c| c <= end);
+        (through - before) as u64
+    }
+}
+
+/// The tail store: the latest closed segments, in order, as many as a preview could show
+/// from the end. Their lines are copied out of each piece at once, into one text.
+#[derive(Debug, Default)]
+struct Tail {
+    /// Runs of lines in `text`, and segments with texts of their own.
+    closed: VecDeque<Closed>,
+    text: String,
+    /// Where the candidate lines in `text` start, in increasing order.
+    candidates: Vec<usize>,
+}
+
+impl Tail {
+    fn piece(&self) -> Piece<'_> {
+        Piece {
+            text: &self.text,
+            candidates: &self.candidates,
+        }
+    }
+
+    /// Takes a closed segment of `piece`, copying what it keeps of it: the bytes of its lines,
+    /// or its texts. A line longer than `cap` is kept cut, as a segment of its own.
+    fn push(&mut self, closed: Closed, piece: Piece<'_>, cap: usize, spare: &mut Vec<LineText>) {
+        let (first, lines, start, end) = match closed {
+            Closed::Segment(mut p) => {
+                p.head = Text::Kept(keep(p.head, piece.text, cap, spare));
+                p.last = Text::Kept(keep(p.last, piece.text, cap, spare));
+                self.closed.push_back(Closed::Segment(p));
+                return;
+            }
+            Closed::Lines {
+                first,
+                lines,
+                start,
+                end,
+            } => (first, lines, start, end),
+        };
+        if longest_line_within(&piece.text.as_bytes()[start..=end], cap) {
+            return self.push_lines(first, lines, start, end, piece);
+        }
+        for (i, (line_start, line_end, candidate)) in piece.lines(start, end).enumerate() {
+            let number = first + i as u64;
+            if line_end - line_start <= cap {
+                self.push_lines(number, 1, line_start, line_end, piece);
+            } else {
+                let text = keep(Text::At(line_start, line_end), piece.text, cap, spare);
+                let line = Pending::line(number, Text::Kept(text), candidate);
+                self.closed.push_back(Closed::Segment(line));
+            }
+        }
+    }
+
+    /// Copies `lines` lines from line `first` of `piece`, in its bytes `start..=end`, joining
+    /// the run of lines before them if they follow it.
+    fn push_lines(&mut self, first: u64, lines: u64, start: usize, end: usize, piece: Piece<'_>) {
+        let at = self.text.len();
+        self.text.push_str(&piece.text[start..=end]);
+        let from = piece.candidates.partition_point(|&c| c < start);
+        let through = piece.candidates.partition_point(|&c| c <= end);
+        let moved = piece.candidates[from..through]
+            .iter()
+            .map(|&c| c - start + at);
+        self.candidates.extend(moved);
+        match self.closed.back_mut() {
+            Some(Closed::Lines {
+                first: before,
+                lines: count,
+                end: last,
+                ..
+            }) if *last + 1 == at && *before + *count == first => {
+                *count += lines;
+                *last = at + end - start;
+            }
+            _ => self.closed.push_back(Closed::Lines {
+                first,
+                lines,
+                start: at,
+                end: at + end - start,
+            }),
+        }
+    }
+
+    /// Drops every segment, counting it in the gap.
+    fn clear(&mut self, gap: &mut Gap, spare: &mut Vec<LineText>) {
+        let piece = Piece {
+            text: &self.text,
+            candidates: &self.candidates,
+        };
+        for c in self.closed.drain(..) {
+            c.omit(piece, gap, spare);
+        }
+        self.text.clear();
+        self.candidates.clear();
+    }
+
+    /// Drops the oldest segments no preview could show: all but the shortest run of the
+    /// latest that reaches `limits`. The text they leave unused goes once it is half the
+    /// text, so each byte is moved at most once on average.
+    fn trim(&mut self, limits: (u64, u64), gap: &mut Gap, spare: &mut Vec<LineText>) {
+        let Some(from) = split_latest(&mut self.closed, &self.text, limits) else {
+            return;
+        };
+        let piece = Piece {
+            text: &self.text,
+            candidates: &self.candidates,
+        };
+        for c in self.closed.drain(..from) {
+            c.omit(piece, gap, spare);
+        }
+        let unused = self
+            .closed
+            .iter()
+            .find_map(|c| match c {
+                Closed::Lines { start, .. } => Some(*start),
+                Closed::Segment(_) => None,
+            })
+            .unwrap_or(self.text.len());
+        if unused > 0 && unused >= self.text.len() / 2 {
+            self.text.drain(..unused);
+            self.candidates.retain(|&c| c >= unused);
+            for c in &mut self.candidates {
+                *c -= unused;
+            }
+            for c in &mut self.closed {
+                if let Closed::Lines { start, end, .. } = c {
+                    *start -= unused;
+                    *end -= unused;
+                }
+            }
+        }
+    }
+
+    /// Its segments, copied.
+    fn segments(&self, cap: usize, mut emit: impl FnMut(Segment)) {
+        for c in &self.closed {
+            match c {
+                &Closed::Lines {
+                    first, start, end, ..
+                } => {
+                    for (i, (line_start, line_end, candidate)) in
+                        self.piece().lines(start, end).enumerate()
+                    {
+                        let line = &self.text[line_start..line_end];
+                        let text = LineText {
+                            text: cut(line, cap).to_string(),
+                            len: line.len() as u64,
+                        };
+                        emit(line_segment(first + i as u64, text, candidate));
+                    }
+                }
+                Closed::Segment(p) => emit(Segment {
+                    first: p.first,
+                    lines: p.lines,
+                    bytes: p.bytes,
+                    candidates: p.candidates,
+                    fold: p.fold,
+                    head: p.head.kept().clone(),
+                    last: p.last.kept().clone(),
+                    ended: true,
+                }),
+            }
+        }
+    }
+}
+
+/// Whether no line of `bytes` (complete lines) is longer than `cap`, found a window of `cap`
+/// bytes at a time rather than line by line.
+fn longest_line_within(bytes: &[u8], cap: usize) -> bool {
+    let mut at = 0;
+    while bytes.len() - at > cap {
+        match memchr::memrchr(b'\n', &bytes[at..=at + cap]) {
+            Some(newline) => at += newline + 1,
+            None => return false,
+        }
+    }
+    true
 }
 
 fn line_segment(first: u64, text: LineText, candidate: bool) -> Segment {
@@ -209,10 +566,12 @@ pub struct Outline {
     head: Vec<Segment>,
     head_cost: Cost,
     head_full: bool,
-    tail: VecDeque<Segment>,
-    tail_cost: Cost,
+    tail: Tail,
     gap: Gap,
     run: Run,
+    /// Segments closed in the piece being written once the head store is full, waiting for
+    /// the tail store (at most [`CLOSED_MAX`]).
+    closed: VecDeque<Closed>,
     /// The line in progress (its first `cap` bytes) and its real length.
     carry: String,
     carry_len: u64,
@@ -310,10 +669,10 @@ impl Outline {
             head: Vec::new(),
             head_cost: Cost::default(),
             head_full: false,
-            tail: VecDeque::new(),
-            tail_cost: Cost::default(),
+            tail: Tail::default(),
             gap: Gap::default(),
             run: Run::default(),
+            closed: VecDeque::new(),
             carry: String::new(),
             carry_len: 0,
             ended: 0,
@@ -321,30 +680,97 @@ impl Outline {
         }
     }
 
-    /// Takes the next piece of output; `candidates` are the numbers of the lines in it (in
-    /// increasing order) that the highlighter counted, so each segment knows how many it
-    /// covers.
-    pub fn write(&mut self, text: &str, candidates: &[u64]) {
-        let mut candidates = candidates.iter().copied().peekable();
-        let mut rest = text;
-        while let Some(i) = memchr::memchr(b'\n', rest.as_bytes()) {
-            let piece = &rest[..i];
-            rest = &rest[i + 1..];
-            let number = self.ended + 1;
-            while candidates.next_if(|&c| c < number).is_some() {}
-            let is_candidate = candidates.next_if(|&c| c == number).is_some();
-            if self.carry_len > 0 {
-                self.extend_carry(piece);
-                let carry = std::mem::take(&mut self.carry);
-                let len = std::mem::take(&mut self.carry_len);
-                self.end_line(&carry, len, is_candidate);
-                self.carry = carry;
-                self.carry.clear();
-            } else {
-                self.end_line(piece, piece.len() as u64, is_candidate);
-            }
+    /// Takes the next piece of output; `candidates` are where the lines in it that the
+    /// highlighter counted start (in increasing order; 0 also stands for a line that began in
+    /// an earlier piece), so each segment knows how many it covers.
+    pub fn write(&mut self, text: &str, candidates: &[usize]) {
+        let piece = Piece { text, candidates };
+        let mut newlines = Newlines::new(text.as_bytes());
+        let mut next = candidates.iter().copied().peekable();
+        let mut start = 0;
+        while let Some((line_start, end)) = self.next_line(start, piece, &mut newlines) {
+            while next.next_if(|&c| c < line_start).is_some() {}
+            let is_candidate = next.next_if_eq(&line_start).is_some();
+            let line = self.line_text(&text[line_start..end], line_start);
+            self.end_line(line, is_candidate, piece);
+            start = end + 1;
         }
-        self.extend_carry(rest);
+        let rest = memchr::memrchr(b'\n', text.as_bytes()).map_or(0, |i| i + 1);
+        self.extend_carry(&text[rest..]);
+        self.store_closed(piece);
+        self.keep_run(text);
+    }
+
+    /// Where the next line that [`Outline::end_line`] takes, starting at byte `start` of the
+    /// piece or later, starts and ends: the lines of a streak are dealt with on the way.
+    fn next_line(
+        &mut self,
+        start: usize,
+        piece: Piece<'_>,
+        newlines: &mut Newlines<'_>,
+    ) -> Option<(usize, usize)> {
+        match self.streak_head() {
+            Some(head) => self.streak(head, piece, newlines),
+            None => newlines.next().map(|end| (start, end)),
+        }
+    }
+
+    /// The text of the line `line`, which starts at byte `start` of the piece: where it lies,
+    /// or, if it began in an earlier piece, what was kept of it.
+    fn line_text(&mut self, line: &str, start: usize) -> Text {
+        if self.carry_len == 0 {
+            return Text::At(start, start + line.len());
+        }
+        self.extend_carry(line);
+        Text::Kept(LineText {
+            text: std::mem::take(&mut self.carry),
+            len: std::mem::take(&mut self.carry_len),
+        })
+    }
+
+    /// Where the run's line lies in the piece when the next line starts a streak (see
+    /// [`Outline::streak`]): the head store is full and the run is that one line.
+    fn streak_head(&self) -> Option<(usize, usize)> {
+        match self.run.head {
+            Text::At(start, end) if self.head_full && self.run.lines == 1 => Some((start, end)),
+            _ => None,
+        }
+    }
+
+    /// The common case in a long output: lines that each differ from the line before, so
+    /// that each closes the run of the one before as a segment of one line. Each line is only
+    /// compared with the one before; the run of closed lines, the count of lines and the run
+    /// are updated once, where the streak ends. Returns where the line that ends it (one that
+    /// may join the run) starts and ends, or `None` at the end of the piece.
+    fn streak(
+        &mut self,
+        (head_start, head_end): (usize, usize),
+        piece: Piece<'_>,
+        newlines: &mut Newlines<'_>,
+    ) -> Option<(usize, usize)> {
+        let bytes = piece.text.as_bytes();
+        let cap = self.cap;
+        let (mut start, mut end) = (head_start, head_end);
+        let mut passed = 0;
+        let breaker = loop {
+            let Some(next_end) = newlines.next() else {
+                break None;
+            };
+            let next_start = end + 1;
+            if may_join(&bytes[start..end], &bytes[next_start..next_end], cap) {
+                break Some((next_start, next_end));
+            }
+            (start, end) = (next_start, next_end);
+            passed += 1;
+        };
+        if passed > 0 {
+            // The run's line and every line of the streak but the last are closed lines.
+            self.close_lines(self.run.first, passed, head_start, start - 1, piece);
+            self.ended += passed;
+            let candidate = piece.candidates.binary_search(&start).is_ok();
+            self.start_run(Text::At(start, end), candidate);
+        }
+        breaker
     }
 
     /// The outline so far, with the line still being written (if any) at its end;
@@ -353,8 +779,9 @@ impl Outline {
         let mut view = OutlineView {
             head: self.head.clone(),
             gap: self.gap,
-            tail: self.tail.iter().cloned().collect(),
+            tail: Vec::new(),
         };
+        self.tail.segments(self.cap, |s| view.tail.push(s));
         let dest = if self.head_full {
             &mut view.tail
         } else {
@@ -381,30 +808,33 @@ impl Outline {
     }
 
     /// One line ended: it extends the run, or closes it and starts the next.
-    fn end_line(&mut self, line: &str, len: u64, candidate: bool) {
+    fn end_line(&mut self, line: Text, candidate: bool, piece: Piece<'_>) {
         self.ended += 1;
         if self.run.lines > 0 {
-            if let Some(fold) = self.joins(line, len) {
-                self.extend_run(fold, line, len, candidate);
+            if let Some(fold) = self.joins(line.get(piece.text, self.cap), piece.text) {
+                self.extend_run(fold, line, candidate);
                 return;
             }
-            self.close_run();
+            self.close_run(piece);
         }
-        self.start_run(line, len, candidate);
+        self.start_run(line, candidate);
     }
 
     /// How the run goes on if `line` joins it, or `None` if it ends the run.
-    fn joins(&self, line: &str, len: u64) -> Option<Fold> {
+    fn joins(&self, line: LineRef<'_>, piece: &str) -> Option<Fold> {
         let run = &self.run;
+        let head = run.head.get(piece, self.cap);
         // A run of one line keeps it as its head only (its `last` is set once it grows).
-        let last = if run.lines == 1 { &run.head } else { &run.last };
-        let identical = last.is_whole() && len == last.len && line == last.text;
+        let last = if run.lines == 1 {
+            head
+        } else {
+            run.last.get(piece, self.cap)
+        };
+        let identical = last.is_whole() && line.len == last.len && line.text == last.text;
         match run.fold {
             None | Some(Fold::Repeat) if identical => Some(Fold::Repeat),
             None | Some(Fold::Similar)
-                if run.head.is_whole()
-                    && len == line.len() as u64
-                    && similar(&run.head.text, line) =>
+                if head.is_whole() && line.is_whole() && similar(head.text, line.text) =>
             {
                 Some(Fold::Similar)
             }
@@ -412,41 +842,33 @@ impl Outline {
         }
     }
 
-    fn start_run(&mut self, line: &str, len: u64, candidate: bool) {
-        let mut head = self.spare.pop().unwrap_or_default();
-        head.set(line, self.cap);
-        head.len = len;
-        let last = std::mem::take(&mut self.run.last);
-        let members = std::mem::take(&mut self.run.members);
-        self.run = Run {
-            fold: None,
-            first: self.ended,
-            lines: 1,
-            bytes: len + 1,
-            candidates: u64::from(candidate),
-            head,
-            head_candidate: candidate,
-            members,
-            last,
-        };
+    /// Starts the next run with `line` (the last one is closed).
+    fn start_run(&mut self, line: Text, candidate: bool) {
+        let run = &mut self.run;
+        run.fold = None;
+        run.first = self.ended;
+        run.lines = 1;
+        run.bytes = line.len() + 1;
+        run.candidates = u64::from(candidate);
+        run.head = line;
+        run.head_candidate = candidate;
     }
 
-    fn extend_run(&mut self, fold: Fold, line: &str, len: u64, candidate: bool) {
+    fn extend_run(&mut self, fold: Fold, line: Text, candidate: bool) {
         let run = &mut self.run;
         run.fold = Some(fold);
         run.lines += 1;
-        run.bytes += len + 1;
+        run.bytes += line.len() + 1;
         run.candidates += u64::from(candidate);
-        run.last.set(line, self.cap);
-        run.last.len = len;
         if run.is_folded() {
-            self.spare
-                .extend(run.members.drain(..).map(|(text, _)| text).take(64));
+            for (text, _) in run.members.drain(..) {
+                recycle(&mut self.spare, text);
+            }
         } else {
-            let mut text = self.spare.pop().unwrap_or_default();
-            text.clone_from(&run.last);
-            run.members.push((text, candidate));
+            run.members.push((line.clone(), candidate));
         }
+        let old = std::mem::replace(&mut run.last, line);
+        recycle(&mut self.spare, old);
     }
 
     /// The run as segments (copies): one fold, or its lines one by one while it is too short.
@@ -456,74 +878,409 @@ impl Outline {
             return;
         }
         if run.is_folded() {
-            emit(run.folded(run.head.clone(), run.last.clone()));
+            let fold = run.fold.unwrap_or(Fold::Line);
+            emit(Segment {
+                first: run.first,
+                lines: run.lines,
+                bytes: run.bytes,
+                candidates: run.candidates,
+                fold,
+                head: run.head.kept().clone(),
+                last: if fold == Fold::Similar {
+                    run.last.kept().clone()
+                } else {
+                    LineText::default()
+                },
+                ended: true,
+            });
             return;
         }
         emit(line_segment(
             run.first,
-            run.head.clone(),
+            run.head.kept().clone(),
             run.head_candidate,
         ));
         for (i, (text, candidate)) in run.members.iter().enumerate() {
             emit(line_segment(
                 run.first + 1 + i as u64,
-                text.clone(),
+                text.kept().clone(),
                 *candidate,
             ));
         }
     }
 
     /// Stores the run as segments, moving its texts.
-    fn close_run(&mut self) {
-        let mut run = std::mem::take(&mut self.run);
-        if run.lines == 0 {
-            return;
-        }
-        let head = std::mem::take(&mut run.head);
-        if run.is_folded() {
-            let last = std::mem::take(&mut run.last);
-            let seg = run.folded(head, last);
-            self.store(seg);
+    fn close_run(&mut self, piece: Piece<'_>) {
+        if self.run.is_folded() {
+            let folded = self.run.close_folded();
+            self.store(folded, piece);
         } else {
-            self.store(line_segment(run.first, head, run.head_candidate));
-            for (i, (text, candidate)) in run.members.drain(..).enumerate() {
-                self.store(line_segment(run.first + 1 + i as u64, text, candidate));
+            let (first, head) = (self.run.first, std::mem::take(&mut self.run.head));
+            self.store_line(first, head, self.run.head_candidate, piece);
+            let mut members = std::mem::take(&mut self.run.members);
+            for (i, (text, candidate)) in members.drain(..).enumerate() {
+                self.store_line(first + 1 + i as u64, text, candidate, piece);
             }
+            // Keep the buffer for the next run.
+            self.run.members = members;
         }
-        // Keep the run's buffers for the next one.
-        self.run.members = run.members;
-        self.run.last = run.last;
+        let last = std::mem::take(&mut self.run.last);
+        recycle(&mut self.spare, last);
+    }
+
+    /// Stores a segment of one line: once the head store is full, a line of the piece joins
+    /// the lines closed just before it.
+    fn store_line(&mut self, first: u64, text: Text, candidate: bool, piece: Piece<'_>) {
+        match text {
+            Text::At(start, end) if self.head_full => self.close_lines(first, 1, start, end, piece),
+            _ => self.store(Pending::line(first, text, candidate), piece),
+        }
+    }
+
+    /// Closes `lines` lines of the piece, from line `first`, in its bytes `start..=end`, as
+    /// segments of one line each, once the head store is full.
+    fn close_lines(&mut self, first: u64, lines: u64, start: usize, end: usize, piece: Piece<'_>) {
+        match self.closed.back_mut() {
+            Some(Closed::Lines {
+                lines: before,
+                end: last,
+                ..
+            }) if *last + 1 == start => {
+                *before += lines;
+                *last = end;
+            }
+            _ => self.wait(
+                Closed::Lines {
+                    first,
+                    lines,
+                    start,
+                    end,
+                },
+                piece,
+            ),
+        }
     }
 
     /// Puts a closed segment in the head store while it can still be shown from the start,
-    /// else at the tail's end, dropping the tail's oldest segments no preview could show.
-    fn store(&mut self, s: Segment) {
-        let cost = Cost::of(&s);
-        if !self.head_full {
-            self.head_cost.add(cost);
-            self.head.push(s);
-            self.head_full = self.head_cost.reaches(self.limits);
-            return;
+    /// else among those waiting for the tail store.
+    fn store(&mut self, pending: Pending, piece: Piece<'_>) {
+        if self.head_full {
+            return self.wait(Closed::Segment(pending), piece);
         }
-        self.tail_cost.add(cost);
-        self.tail.push_back(s);
-        while let Some(front) = self.tail.front() {
-            let mut rest = self.tail_cost;
-            rest.sub(Cost::of(front));
-            if !rest.reaches(self.limits) {
-                break;
-            }
-            let front = self.tail.pop_front().expect("a front segment");
-            self.tail_cost = rest;
-            self.gap.lines += front.lines;
-            self.gap.bytes += front.bytes;
-            self.gap.candidates += front.candidates;
-            if self.spare.len() < 64 {
-                self.spare.push(front.head);
-                self.spare.push(front.last);
-            }
+        let s = self.segment(pending, piece.text);
+        self.head_cost.add(Cost::of(&s));
+        self.head.push(s);
+        self.head_full = self.head_cost.reaches(self.limits);
+    }
+
+    /// Adds to the segments waiting for the tail store, which takes them at the end of the
+    /// piece, or once they are [`CLOSED_MAX`].
+    fn wait(&mut self, closed: Closed, piece: Piece<'_>) {
+        self.closed.push_back(closed);
+        if self.closed.len() == CLOSED_MAX {
+            self.store_closed(piece);
         }
     }
+
+    /// Moves the waiting closed segments to the tail store, which keeps the shortest run of
+    /// its latest segments that reaches the limits (or all of them, while none does), as
+    /// storing them one at a time and dropping the oldest while the rest still reaches would.
+    /// Only those it keeps are copied out of the piece; the others are only counted.
+    fn store_closed(&mut self, piece: Piece<'_>) {
+        let mut closed = std::mem::take(&mut self.closed);
+        let latest = split_latest(&mut closed, piece.text, self.limits);
+        if let Some(from) = latest {
+            // The latest alone reach the limits: every older segment goes.
+            self.tail.clear(&mut self.gap, &mut self.spare);
+            for c in closed.drain(..from) {
+                c.omit(piece, &mut self.gap, &mut self.spare);
+            }
+        }
+        for c in closed.drain(..) {
+            self.tail.push(c, piece, self.cap, &mut self.spare);
+        }
+        self.closed = closed;
+        if latest.is_none() {
+            self.tail.trim(self.limits, &mut self.gap, &mut self.spare);
+        }
+    }
+
+    /// The closed segment with its texts copied out of the piece.
+    fn segment(&mut self, p: Pending, piece: &str) -> Segment {
+        Segment {
+            first: p.first,
+            lines: p.lines,
+            bytes: p.bytes,
+            candidates: p.candidates,
+            fold: p.fold,
+            head: keep(p.head, piece, self.cap, &mut self.spare),
+            last: keep(p.last, piece, self.cap, &mut self.spare),
+            ended: true,
+        }
+    }
+
+    /// Copies the open run's texts out of the piece, which the caller reuses after `write`.
+    fn keep_run(&mut self, piece: &str) {
+        let (cap, spare, run) = (self.cap, &mut self.spare, &mut self.run);
+        for text in [&mut run.head, &mut run.last]
+            .into_iter()
+            .chain(run.members.iter_mut().map(|(text, _)| text))
+        {
+            let t = std::mem::take(text);
+            *text = Text::Kept(keep(t, piece, cap, spare));
+        }
+    }
+}
+
+/// `text`, copied (cut to `cap`) out of `piece` if it is still there.
+fn keep(text: Text, piece: &str, cap: usize, spare: &mut Vec<LineText>) -> LineText {
+    match text {
+        Text::Kept(line) => line,
+        Text::At(start, end) => {
+            let mut line = spare.pop().unwrap_or_default();
+            line.set(&piece[start..end], cap);
+            line
+        }
+    }
+}
+
+/// Where the latest of `closed` that a preview could show from the end start: the shortest
+/// run of them that reaches `limits`, a run of lines split where it must be. `None` when all
+/// of them together fall short. `text` holds their lines.
+fn split_latest(closed: &mut VecDeque<Closed>, text: &str, limits: (u64, u64)) -> Option<usize> {
+    let mut cost = Cost::default();
+    for i in (0..closed.len()).rev() {
+        let (first, lines, start, end) = match &closed[i] {
+            Closed::Segment(p) => {
+                cost.add(p.cost());
+                if cost.reaches(limits) {
+                    return Some(i);
+                }
+                continue;
+            }
+            &Closed::Lines {
+                first,
+                lines,
+                start,
+                end,
+            } => (first, lines, start, end),
+        };
+        let need = (limits.0 - cost.lines, limits.1 - cost.bytes);
+        let Some((from, kept)) = latest_lines(&text.as_bytes()[start..=end], lines, need) else {
+            cost.add(Cost {
+                lines,
+                bytes: (end + 1 - start) as u64,
+            });
+            continue;
+        };
+        if kept == lines {
+            return Some(i);
+        }
+        closed[i] = Closed::Lines {
+            first,
+            lines: lines - kept,
+            start,
+            end: start + from - 1,
+        };
+        let latest = Closed::Lines {
+            first: first + lines - kept,
+            lines: kept,
+            start: start + from,
+            end,
+        };
+        closed.insert(i + 1, latest);
+        return Some(i + 1);
+    }
+    None
+}
+
+/// Where the shortest run of the last of `lines` complete lines in `bytes` that holds `need.0`
+/// lines or `need.1` bytes (each line shown with its newline) starts, and how many lines it
+/// holds; `None` if all of them fall short. Found from the byte count at once, not line by
+/// line.
+fn latest_lines(bytes: &[u8], lines: u64, need: (u64, u64)) -> Option<(usize, u64)> {
+    let (need_lines, need_bytes) = (need.0, usize::try_from(need.1).unwrap_or(usize::MAX));
+    // The latest line start that leaves at least `need_bytes` after it, and its lines.
+    let by_bytes = (need_bytes <= bytes.len()).then(|| {
+        let at = memchr::memrchr(b'\n', &bytes[..bytes.len() - need_bytes]).map_or(0, |i| i + 1);
+        (at, memchr::memchr_iter(b'\n', &bytes[at..]).count() as u64)
+    });
+    let (from, held) = by_bytes.unwrap_or((0, lines));
+    if held < need_lines {
+        return by_bytes;
+    }
+    // The lines' limit comes first: skip the lines beyond what it needs.
+    let skip = usize::try_from(held - need_lines).unwrap_or(usize::MAX);
+    let from = match skip.checked_sub(1) {
+        None => from,
+        Some(nth) => {
+            let newline = memchr::memchr_iter(b'\n', &bytes[from..]).nth(nth);
+            from + newline.expect("a line to skip") + 1
+        }
+    };
+    Some((from, need_lines))
+}
+
+/// Whether line `b` may join a run whose only line is `a` (both whole lines of a piece, kept
+/// cut to `cap`): what [`Outline::joins`] says of them, at the cost of a few compares for
+/// most pairs of lines.
+fn may_join(a: &[u8], b: &[u8], cap: usize) -> bool {
+    if a.len() > cap {
+        return false; // neither identical nor similar to anything: only whole lines are
+    }
+    if a.len() == b.len() && a == b {
+        return true;
+    }
+    b.len() <= cap && may_be_similar(a, b) && similar_bytes(a, b)
+}
+
+/// Keeps a dropped text's buffer for reuse, up to a few.
+fn recycle(spare: &mut Vec<LineText>, text: Text) {
+    if let Text::Kept(line) = text
+        && line.text.capacity() > 0
+        && spare.len() < SPARE_TEXTS
+    {
+        spare.push(line);
+    }
+}
+
+/// The newlines of a piece in order, found 64 bytes at a time as bit masks (a window of
+/// blocks at once, with the widest vectors the CPU has) and walked with `trailing_zeros`: on
+/// lines of a hundred bytes, a search call per line costs more than finding them all.
+struct Newlines<'a> {
+    bytes: &'a [u8],
+    avx2: bool,
+    /// `masks[j]`: bit `k` set when byte `(first + j) * 64 + k` is a newline.
+    masks: [u64; MASK_WINDOW],
+    first: usize,
+    /// Masks of the window found, the one being walked, and its bits not yet walked.
+    len: usize,
+    at: usize,
+    mask: u64,
+}
+
+/// Blocks of 64 bytes whose masks are found in one go (2 KiB of text).
+const MASK_WINDOW: usize = 32;
+
+impl<'a> Newlines<'a> {
+    fn new(bytes: &'a [u8]) -> Newlines<'a> {
+        Newlines {
+            bytes,
+            #[cfg(target_arch = "x86_64")]
+            avx2: std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            avx2: false,
+            masks: [0; MASK_WINDOW],
+            first: 0,
+            len: 0,
+            at: 0,
+            mask: 0,
+        }
+    }
+
+    /// Finds the masks of the next window; false at the end of the text.
+    fn fill(&mut self) -> bool {
+        let first = self.first + self.len;
+        let Some(window) = self.bytes.get(first * 64..).filter(|w| !w.is_empty()) else {
+            return false;
+        };
+        let (blocks, rest) = window[..window.len().min(MASK_WINDOW * 64)].as_chunks::<64>();
+        newline_masks(blocks, &mut self.masks, self.avx2);
+        self.len = blocks.len();
+        if !rest.is_empty() {
+            // Only the text's last window ends with a short block, so there is room.
+            self.masks[self.len] = newline_mask_slowly(rest);
+            self.len += 1;
+        }
+        self.first = first;
+        self.at = 0;
+        true
+    }
+}
+
+impl Iterator for Newlines<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        while self.mask == 0 {
+            self.at += 1;
+            if self.at >= self.len && !self.fill() {
+                return None;
+            }
+            self.mask = self.masks[self.at];
+        }
+        let at = (self.first + self.at) * 64 + self.mask.trailing_zeros() as usize;
+        self.mask &= self.mask - 1;
+        Some(at)
+    }
+}
+
+/// Sets `masks[j]` to the newlines of `blocks[j]`.
+#[cfg(target_arch = "x86_64")]
+fn newline_masks(blocks: &[[u8; 64]], masks: &mut [u64], avx2: bool) {
+    if avx2 {
+        // SAFETY: `avx2` is only set where the CPU has AVX2.
+        unsafe { newline_masks_avx2(blocks, masks) }
+    } else {
+        for (mask, block) in masks.iter_mut().zip(blocks) {
+            *mask = newline_mask_sse2(block);
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn newline_masks(blocks: &[[u8; 64]], masks: &mut [u64], _avx2: bool) {
+    for (mask, block) in masks.iter_mut().zip(blocks) {
+        *mask = newline_mask_slowly(block);
+    }
+}
+
+/// [`newline_mask_sse2`] with 32-byte vectors, over a window at once.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn newline_masks_avx2(blocks: &[[u8; 64]], masks: &mut [u64]) {
+    use std::arch::x86_64::{
+        _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
+    };
+    let newline = _mm256_set1_epi8(b'\n' as i8);
+    for (mask, block) in masks.iter_mut().zip(blocks) {
+        *mask = 0;
+        for (k, lane) in block.as_chunks::<32>().0.iter().enumerate() {
+            // SAFETY: `lane` is 32 readable bytes, and `loadu` needs no alignment.
+            let v = unsafe { _mm256_loadu_si256(lane.as_ptr().cast()) };
+            let newlines = _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, newline)) as u32;
+            *mask |= u64::from(newlines) << (32 * k);
+        }
+    }
+}
+
+/// Bit `k` set when `block[k]` is a newline.
+#[cfg(target_arch = "x86_64")]
+fn newline_mask_sse2(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    let mut mask = 0;
+    for (k, lane) in block.as_chunks::<16>().0.iter().enumerate() {
+        // SAFETY: SSE2 is part of x86-64's baseline, so every x86-64 CPU has these
+        // instructions; `lane` is 16 readable bytes, and `loadu` needs no alignment.
+        let newlines = unsafe {
+            let v = _mm_loadu_si128(lane.as_ptr().cast());
+            _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8)))
+        };
+        mask |= u64::from(newlines as u16) << (16 * k);
+    }
+    mask
+}
+
+/// Bit `k` set when `block[k]` (at most 64 bytes) is a newline, byte at a time: the definition
+/// the vector versions follow.
+fn newline_mask_slowly(block: &[u8]) -> u64 {
+    block
+        .iter()
+        .enumerate()
+        .fold(0, |mask, (k, &b)| mask | u64::from(b == b'\n') << k)
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
@@ -542,15 +1299,21 @@ pub fn cut(text: &str, max: usize) -> &str {
 /// and carry enough text ([`MIN_LETTERS`]) for the numbers to be what varies.
 pub fn similar(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
-    // Lines that end in different letters differ outside their numbers: most lines of a log,
-    // told apart here without reading them.
-    if let (Some(&x), Some(&y)) = (a.last(), b.last())
-        && x != y
-        && !x.is_ascii_digit()
-        && !y.is_ascii_digit()
-    {
-        return false;
+    may_be_similar(a, b) && similar_bytes(a, b)
+}
+
+/// False for lines that end in different letters: they differ outside their numbers. Most
+/// lines of a log are told apart so, without reading them.
+#[inline]
+fn may_be_similar(a: &[u8], b: &[u8]) -> bool {
+    match (a.last(), b.last()) {
+        (Some(&x), Some(&y)) => x == y || x.is_ascii_digit() || y.is_ascii_digit(),
+        _ => true,
     }
+}
+
+/// [`similar`] past [`may_be_similar`].
+fn similar_bytes(a: &[u8], b: &[u8]) -> bool {
     let (mut i, mut j) = (0, 0);
     loop {
         // Equal bytes are skipped many at a time; only a difference needs looking at.
@@ -739,5 +1502,197 @@ mod tests {
             let v = o.view(false);
             check(&text, &v, max_bytes);
         }
+
+        #[test]
+        fn the_view_after_every_piece_is_the_straightforward_outline(
+            lines in prop::collection::vec(line_strategy(), 0..150),
+            reps in prop::collection::vec(1usize..8, 150),
+            candidates in prop::collection::vec(any::<bool>(), 1..50),
+            max_lines in 1usize..60,
+            max_bytes in 1usize..3000,
+            chunks in prop::collection::vec(1usize..4000, 1..10),
+            open_end in any::<bool>(),
+        ) {
+            let mut text = String::new();
+            for (line, n) in lines.iter().zip(&reps) {
+                for _ in 0..*n {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+            if open_end {
+                text.push_str("a last line without its newline");
+            }
+            let is_candidate = |n: u64| candidates[(n as usize - 1) % candidates.len()];
+            let mut o = Outline::new(max_lines, max_bytes);
+            let mut at = 0;
+            for &chunk in chunks.iter().cycle() {
+                if at == text.len() {
+                    break;
+                }
+                let end = (at + chunk.min(text.len() - at)..=text.len())
+                    .find(|&e| text.is_char_boundary(e))
+                    .unwrap();
+                o.write(&text[at..end], &candidate_starts(&text, at, end, is_candidate));
+                at = end;
+                let open_line = text[..end].matches('\n').count() as u64 + 1;
+                let view = o.view(is_candidate(open_line));
+                let expected = reference(&text[..end], max_lines, max_bytes, is_candidate);
+                prop_assert_eq!(view, expected, "after {} bytes", end);
+            }
+        }
+    }
+
+    /// Where the candidate lines that end in `text[from..to]` start in it (0 for one that began
+    /// before), as the highlighter reports them to the outline.
+    fn candidate_starts(
+        text: &str,
+        from: usize,
+        to: usize,
+        is_candidate: impl Fn(u64) -> bool,
+    ) -> Vec<usize> {
+        let first = text[..from].matches('\n').count() as u64 + 1;
+        let mut start = text[..from].rfind('\n').map_or(0, |i| i + 1);
+        let mut starts = Vec::new();
+        let ends = (from..to).filter(|&i| text.as_bytes()[i] == b'\n');
+        for (number, end) in (first..).zip(ends) {
+            if is_candidate(number) {
+                starts.push(start.max(from) - from);
+            }
+            start = end + 1;
+        }
+        starts
+    }
+
+    /// The outline of `text`, straight from its definition: its lines folded into runs one
+    /// after the other, the closed runs' segments in the head store until it reaches the
+    /// limits, the shortest run of the latest others that reaches them in the tail store, the
+    /// rest in the gap; then the open run and the line without its newline. The last line
+    /// counts as a candidate when `is_candidate` says so of its number.
+    fn reference(
+        text: &str,
+        max_lines: usize,
+        max_bytes: usize,
+        is_candidate: impl Fn(u64) -> bool,
+    ) -> OutlineView {
+        let (limits, cap) = ((max_lines as u64, max_bytes as u64), max_bytes);
+        let split = text.rfind('\n').map_or(0, |i| i + 1);
+        let (complete, open) = text.split_at(split);
+        let lines: Vec<&str> = complete.split_terminator('\n').collect();
+        let whole = |l: &str| l.len() <= cap;
+        let mut runs: Vec<(Option<Fold>, Vec<usize>)> = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            if let Some((fold, members)) = runs.last_mut() {
+                let (head, last) = (lines[members[0]], lines[*members.last().unwrap()]);
+                let identical = whole(last) && *line == last;
+                let alike = whole(head) && whole(line) && similar(head, line);
+                let next = match fold {
+                    None | Some(Fold::Repeat) if identical => Some(Fold::Repeat),
+                    None | Some(Fold::Similar) if alike => Some(Fold::Similar),
+                    _ => None,
+                };
+                if next.is_some() {
+                    *fold = next;
+                    members.push(i);
+                    continue;
+                }
+            }
+            runs.push((None, vec![i]));
+        }
+        let kept = |i: usize| LineText {
+            text: cut(lines[i], cap).to_string(),
+            len: lines[i].len() as u64,
+        };
+        let segments = |(fold, members): (Option<Fold>, Vec<usize>)| -> Vec<Segment> {
+            let folded = match fold {
+                Some(Fold::Repeat) => members.len() as u64 >= REPEAT_MIN,
+                Some(Fold::Similar) => members.len() as u64 >= SIMILAR_MIN,
+                _ => false,
+            };
+            let candidate = |i: &usize| is_candidate(*i as u64 + 1);
+            if !folded {
+                return members
+                    .iter()
+                    .map(|&i| line_segment(i as u64 + 1, kept(i), candidate(&i)))
+                    .collect();
+            }
+            let fold = fold.unwrap();
+            vec![Segment {
+                first: members[0] as u64 + 1,
+                lines: members.len() as u64,
+                bytes: members.iter().map(|&i| lines[i].len() as u64 + 1).sum(),
+                candidates: members.iter().filter(|i| candidate(i)).count() as u64,
+                fold,
+                head: kept(members[0]),
+                last: if fold == Fold::Similar {
+                    kept(*members.last().unwrap())
+                } else {
+                    LineText::default()
+                },
+                ended: true,
+            }]
+        };
+        let open_run = runs.pop();
+        let mut closed = runs.into_iter().flat_map(segments);
+        let mut view = OutlineView::default();
+        let mut cost = Cost::default();
+        while !cost.reaches(limits) {
+            let Some(s) = closed.next() else { break };
+            cost.add(Cost::of(&s));
+            view.head.push(s);
+        }
+        let head_full = cost.reaches(limits);
+        let rest: Vec<Segment> = closed.collect();
+        let mut cost = Cost::default();
+        let from = (0..rest.len())
+            .rev()
+            .find(|&i| {
+                cost.add(Cost::of(&rest[i]));
+                cost.reaches(limits)
+            })
+            .unwrap_or(0);
+        for s in &rest[..from] {
+            view.gap.add(s.lines, s.bytes, s.candidates);
+        }
+        view.tail = rest[from..].to_vec();
+        let dest = if head_full {
+            &mut view.tail
+        } else {
+            &mut view.head
+        };
+        dest.extend(open_run.into_iter().flat_map(segments));
+        if !open.is_empty() {
+            let number = lines.len() as u64 + 1;
+            dest.push(Segment {
+                candidates: u64::from(is_candidate(number)),
+                ..single(number, open, open.len() as u64, false, cap)
+            });
+        }
+        view
+    }
+
+    #[test]
+    fn a_piece_that_closes_more_segments_than_wait_at_once_is_outlined_alike() {
+        // Each `a a a` is a fold and each `b` a line: twice as many segments as lines of `b`.
+        let text = "a\na\na\nb\n".repeat(3 * CLOSED_MAX);
+        let no = |_: u64| false;
+        for (max_lines, max_bytes) in [(50, 1000), (100_000, 1_000_000), (3, 100_000)] {
+            let mut o = Outline::new(max_lines, max_bytes);
+            o.write(&text, &[]);
+            assert_eq!(o.view(false), reference(&text, max_lines, max_bytes, no));
+        }
+    }
+
+    #[test]
+    fn latest_lines_reach_the_limits_by_lines_or_bytes() {
+        let bytes = b"aaaa\nbb\ncccccc\nd\n";
+        // Each line with its newline: 5, 3, 7, 2 bytes.
+        assert_eq!(latest_lines(bytes, 4, (1, 100)), Some((15, 1)));
+        assert_eq!(latest_lines(bytes, 4, (10, 2)), Some((15, 1)));
+        assert_eq!(latest_lines(bytes, 4, (10, 3)), Some((8, 2)));
+        assert_eq!(latest_lines(bytes, 4, (2, 3)), Some((8, 2)));
+        assert_eq!(latest_lines(bytes, 4, (4, 100)), Some((0, 4)));
+        assert_eq!(latest_lines(bytes, 4, (5, 100)), None);
+        assert_eq!(latest_lines(bytes, 4, (5, 17)), Some((0, 4)));
     }
 }

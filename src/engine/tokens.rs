@@ -66,7 +66,7 @@ struct Part {
 }
 
 /// Cap on each thread's lazy-DFA cache for the pattern, as for the highlights'
-/// (`crate::highlight`): every thread that counts gets its own, and the default (a few MiB)
+/// (`crate::engine::highlight`): every thread that counts gets its own, and the default (a few MiB)
 /// times 32 runs ending at once would dominate the daemon's memory.
 const DFA_CACHE_BYTES: usize = 256 * 1024;
 

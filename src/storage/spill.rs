@@ -255,9 +255,19 @@ pub struct SpillFile {
 /// looks for highlights and folds the output): work over every byte of the output happens
 /// there, off the capture's path, and storage needs to know nothing of what that work is.
 pub trait TextReader: Send + Sync + std::fmt::Debug {
-    /// The next piece of the output, holding `newlines` newlines.
-    fn read(&self, text: &str, newlines: u64);
+    /// Work on `text` that needs nothing but the text, done on the sender's thread before the
+    /// batch goes to the writer: the writer thread, which also copies every byte into the page
+    /// cache, has less time to spare than the capture's, and this keeps the two about even.
+    fn prepare(&self, text: &str) -> Option<Prepared>;
+    /// The next piece of the output, holding `newlines` newlines, with what [`prepare`] made
+    /// of it.
+    ///
+    /// [`prepare`]: TextReader::prepare
+    fn read(&self, text: &str, newlines: u64, prepared: Option<Prepared>);
 }
+
+/// What a [`TextReader`] prepared of a batch, carried to the writer thread unopened.
+pub type Prepared = Box<dyn std::any::Any + Send>;
 
 /// Text on its way to the file (unless `scan_only`), and who scans it there. Text, not bytes:
 /// the scanner needs `str`, and checking the UTF-8 again would cost as much as the scan.
@@ -265,6 +275,8 @@ struct Batch {
     text: String,
     /// Newlines in `text`, counted by the capture already: the scanner needs the count.
     newlines: u64,
+    /// What the reader prepared of `text` on the sender's thread ([`TextReader::prepare`]).
+    prepared: Option<Prepared>,
     scan_only: bool,
     scanner: Option<Arc<dyn TextReader>>,
 }
@@ -401,16 +413,18 @@ impl SpillFile {
         match &self.queue {
             Some(queue) => {
                 let scan_only = self.closed;
+                let prepared = scanner.as_ref().and_then(|s| s.prepare(&text));
                 let _ = queue.send(Batch {
                     text,
                     newlines,
+                    prepared,
                     scan_only,
                     scanner,
                 });
             }
             None => {
                 if let Some(scanner) = scanner {
-                    scanner.read(&text, newlines);
+                    scanner.read(&text, newlines, None);
                 }
             }
         }
@@ -469,6 +483,7 @@ fn write_batches(
         let Batch {
             mut text,
             newlines,
+            prepared,
             scan_only,
             scanner,
         } = batch;
@@ -480,7 +495,7 @@ fn write_batches(
             _ => None,
         };
         if let Some(scanner) = scanner {
-            scanner.read(&text, newlines);
+            scanner.read(&text, newlines, prepared);
         }
         let (lock, wake) = shared;
         let mut progress = crate::sync::lock(lock);
