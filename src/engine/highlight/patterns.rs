@@ -1,0 +1,345 @@
+//! The patterns that make a line a highlight candidate: the built-in ones for compilers, test
+//! runners, sanitizers and logs, and a user's own; a SIMD search for their literals finds the
+//! lines worth trying, and a log level confirms a log line without the whole set.
+
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, MatchKind, Span, packed};
+use memchr::memmem;
+use regex::{Regex, RegexBuilder, RegexSet};
+
+use super::{CONTINUATION, FRAME};
+
+/// Patterns for the root causes of failures in common toolchains.
+const STRONG: &[&str] = &[
+    // rustc / cargo
+    r"^error(\[E\d{4}\])?: ",
+    r"panicked at ",
+    // gcc / clang / go / most compilers: file:line[:col]: error
+    r"^[^\s:]+:\d+(:\d+)?: (fatal )?error: ",
+    r"^(fatal error|error): ",
+    r"^[^\s:]+\.go:\d+:\d+: ",
+    // tsc
+    r"error TS\d+: ",
+    // Python, Java, JavaScript and friends: the exception line (`Error: ENOENT ...` too)
+    r"^(Uncaught )?([A-Za-z_][\w.$]*)?(Error|Exception)( \[[\w-]+\])?(: .*)?$",
+    r"^Exception in thread ",
+    r"^Caused by: ",
+    // test runners: pytest's summary, its `-v` result and its `E   ` lines; go; cargo
+    r"^FAILED ",
+    r"^ERROR ",
+    r" FAILED( +\[ *\d+%\])?$",
+    r"^E {3}",
+    r"^--- FAIL: ",
+    r"^panic: ",
+    r"^test .* \.\.\. FAILED$",
+    // package managers and tools: npm, maven, pip, git
+    r"^npm (ERR!|error) ",
+    r"^\[ERROR\] ",
+    r"^ERROR: ",
+    r"^fatal: ",
+    // sanitizers and valgrind
+    r"ERROR: \w*Sanitizer",
+    r"runtime error: ",
+    r"^==\d+== (Invalid (read|write|free)|Mismatched free|Conditional jump|Use of uninitialised|Syscall param|Source and destination overlap|Process terminating)",
+    r"definitely lost: [1-9]",
+    // the process itself
+    r"\b(Segmentation fault|Bus error|Illegal instruction|Aborted)( \(core dumped\))?$",
+    r"^Killed$|\d+ Killed\b",
+    // log levels
+    r"\b(ERROR|FATAL|CRITICAL)\b",
+    r"\blevel=(error|fatal)\b",
+];
+
+/// Patterns for lines that restate a failure without its cause.
+const WEAK: &[&str] = &[
+    r"\*\*\* ",
+    r"^error: could not compile ",
+    r"^npm (ERR!|error) A complete log of this run",
+    r"^Traceback \(most recent call last\):",
+    r"^FAIL\s",
+    r"^make(\[\d+\])?: ",
+];
+
+/// What the default patterns need, literally, anywhere in a line: a search for these alone runs
+/// at memory speed (a SIMD multi-literal search), and only the lines that hold one are tried
+/// against the patterns themselves.
+const ANYWHERE: &[&str] = &[
+    "error",
+    "Error",
+    "ERROR",
+    "Exception",
+    "panic",
+    "FAIL",
+    "FATAL",
+    "CRITICAL",
+    "*** ",
+    ".go:",
+    "Invalid ",
+    "Mismatched free",
+    "Conditional jump",
+    "uninitialised",
+    "Syscall param",
+    "Source and destination overlap",
+    "Process terminating",
+    "definitely lost",
+    "Segmentation fault",
+    "Illegal instruction",
+    "Aborted",
+    "Killed",
+];
+
+/// What the other default patterns need at a line's start (`npm ERR!`, `fatal:`, pytest's
+/// `E   `, ...). They join the search after a newline, so no line is looked at one by one; a
+/// text's first line is checked apart.
+pub(super) const LINE_STARTS: &[&str] =
+    &["npm ", "Traceback", "Caused by", "make", "fatal: ", "E   "];
+
+/// The prefilter: [`ANYWHERE`], and each of [`LINE_STARTS`] after a newline, looked for at
+/// once. A packed SIMD search (Teddy) where the CPU has one, else an automaton: either says
+/// where a literal starts and stops there, where a regex of the same literals runs a second,
+/// confirming search at every hit (in a log of error lines, every fifth line).
+#[derive(Debug, Clone)]
+pub(super) enum Prefilter {
+    Packed(packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+impl Prefilter {
+    pub(super) fn new() -> Prefilter {
+        let starts: Vec<String> = LINE_STARTS.iter().map(|l| format!("\n{l}")).collect();
+        let literals: Vec<&str> = ANYWHERE
+            .iter()
+            .copied()
+            .chain(starts.iter().map(String::as_str))
+            .collect();
+        match packed::Searcher::new(&literals) {
+            Some(searcher) => Prefilter::Packed(searcher),
+            None => Prefilter::Automaton(
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .build(&literals)
+                    .expect("the prefilter is valid"),
+            ),
+        }
+    }
+
+    /// Where the leftmost literal at or after byte `from` of `text` starts.
+    pub(super) fn find(&self, text: &str, from: usize) -> Option<usize> {
+        let span = Span::from(from..text.len());
+        let found = match self {
+            Prefilter::Packed(searcher) => searcher.find_in(text, span),
+            Prefilter::Automaton(automaton) => {
+                automaton.find(aho_corasick::Input::new(text).span(span))
+            }
+        };
+        found.map(|m| m.start())
+    }
+}
+
+/// Cap on each thread's lazy-DFA cache for the patterns: every run's reader thread gets its
+/// own, and the default (a few MiB) times 32 runs in flight would dominate the daemon's memory.
+pub(super) const DFA_CACHE_BYTES: usize = 256 * 1024;
+
+/// Most memory one user highlight pattern may compile to, as for `grep` patterns: a hostile
+/// `--highlight` cannot take the daemon's memory (the regex crate's default is 10 MiB).
+pub(super) const PATTERN_SIZE_LIMIT: usize = 4 << 20;
+
+/// Which patterns to look for.
+#[derive(Debug, Clone)]
+pub struct Patterns {
+    pub(super) any: Regex,
+    /// The [`Prefilter`], when only the default patterns are in use.
+    pub(super) prefilter: Option<Prefilter>,
+    pub(super) weak: RegexSet,
+    pub(super) extra: RegexSet,
+    pub(super) continuation: Regex,
+    pub(super) frame: Regex,
+}
+
+/// A pattern given by the user that is not a valid regular expression.
+#[derive(Debug, thiserror::Error)]
+#[error("bad highlight pattern {pattern:?}: {reason}")]
+pub struct BadPattern {
+    pub(super) pattern: String,
+    pub(super) reason: String,
+}
+
+impl Patterns {
+    /// The default patterns, compiled once per process (compiling them costs milliseconds,
+    /// too much for every run).
+    pub fn defaults() -> Patterns {
+        static DEFAULT: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
+        DEFAULT
+            .get_or_init(|| Patterns::new(&[]).expect("the default highlight patterns are valid"))
+            .clone()
+    }
+
+    /// The defaults when `extra` is empty, else the default patterns plus `extra`.
+    pub fn with_extra(extra: &[String]) -> Result<Patterns, BadPattern> {
+        if extra.is_empty() {
+            Ok(Patterns::defaults())
+        } else {
+            Patterns::new(extra)
+        }
+    }
+
+    /// The default patterns, plus `extra` (the user's `--highlight`), which count as strong.
+    pub fn new(extra: &[String]) -> Result<Patterns, BadPattern> {
+        for pattern in extra {
+            RegexBuilder::new(pattern)
+                .size_limit(PATTERN_SIZE_LIMIT)
+                .build()
+                .map_err(|e| BadPattern {
+                    pattern: pattern.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        let all: Vec<String> = STRONG
+            .iter()
+            .chain(WEAK)
+            .map(|p| format!("(?:{p})"))
+            .chain(extra.iter().map(|p| format!("(?:{p})")))
+            .collect();
+        let build = |patterns: &[String]| {
+            RegexSet::new(patterns.iter().map(|p| format!("(?m){p}"))).map_err(|e| BadPattern {
+                pattern: patterns.join(" | "),
+                reason: e.to_string(),
+            })
+        };
+        let any = RegexBuilder::new(&all.join("|"))
+            .multi_line(true)
+            .size_limit(PATTERN_SIZE_LIMIT * (1 + extra.len()))
+            .dfa_size_limit(DFA_CACHE_BYTES)
+            .build()
+            .map_err(|e| BadPattern {
+                pattern: all.join("|"),
+                reason: e.to_string(),
+            })?;
+        let weak: Vec<String> = WEAK.iter().map(|p| p.to_string()).collect();
+        Ok(Patterns {
+            any,
+            // A user's pattern may need none of the literals: then every line is tried.
+            prefilter: extra.is_empty().then(Prefilter::new),
+            weak: build(&weak)?,
+            extra: build(extra)?,
+            continuation: Regex::new(CONTINUATION).expect("the continuation pattern is valid"),
+            frame: Regex::new(FRAME).expect("the frame pattern is valid"),
+        })
+    }
+
+    /// Whether `line` (one line, no newline needed) looks like an error.
+    pub fn is_match(&self, line: &str) -> bool {
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        (self.prefilter.is_some() && has_log_level(line)) || self.any.is_match(line)
+    }
+
+    /// The lines of `text` (up to its last newline) worth trying against the patterns, in
+    /// order. Finding them is most of the cost of scanning, and needs nothing but the text, so
+    /// a caller may find them on one thread and scan on another
+    /// ([`Highlighter::write_lines`]).
+    pub fn candidate_lines(&self, text: &str) -> CandidateLines {
+        let mut lines = Vec::new();
+        let mut after = None;
+        while let Some((start, hit)) = self.next_candidate(text, after) {
+            let Some(len) = memchr::memchr(b'\n', &text.as_bytes()[start..]) else {
+                break;
+            };
+            lines.push(CandidateLine {
+                start,
+                end: start + len,
+                hit,
+            });
+            after = Some(start + len);
+        }
+        CandidateLines(lines)
+    }
+
+    /// Where the next line of `text` worth trying against the patterns starts, `after` the
+    /// line that ends at that newline (`None`: from the start): a line holding a prefilter
+    /// literal or beginning with a [`LINE_STARTS`] one (or, with the user's patterns, one the
+    /// patterns match). Each line is offered once, in order: where it starts, and where in it
+    /// the literal (or the match) found starts.
+    fn next_candidate(&self, text: &str, after: Option<usize>) -> Option<(usize, usize)> {
+        let line_start =
+            |at: usize| memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1);
+        let Some(prefilter) = &self.prefilter else {
+            let from = after.map_or(0, |end| end + 1);
+            if from >= text.len() {
+                return None;
+            }
+            return self
+                .any
+                .find_at(text, from)
+                .map(|m| (line_start(m.start()), m.start()));
+        };
+        if after.is_none() && LINE_STARTS.iter().any(|l| text.starts_with(l)) {
+            return Some((0, 0));
+        }
+        // From the newline on: a LINE_STARTS literal matches with the newline before it.
+        let at = prefilter.find(text, after.unwrap_or(0))?;
+        Some(if text.as_bytes()[at] == b'\n' {
+            (at + 1, at + 1)
+        } else {
+            (line_start(at), at)
+        })
+    }
+
+    /// Whether `line`, in which the search for candidate lines found something at byte
+    /// `hit`, matches. A log level confirms a default-pattern line without the whole pattern
+    /// set: in a log flood that is most candidates, and what was found is the level itself.
+    pub(super) fn matches(&self, line: &str, hit: usize) -> bool {
+        let confirmed =
+            self.prefilter.is_some() && (log_level_at(line.as_bytes(), hit) || has_log_level(line));
+        confirmed || self.any.is_match(line)
+    }
+
+    pub(super) fn is_weak(&self, line: &str) -> bool {
+        self.weak.is_match(line) && !self.extra.is_match(line)
+    }
+}
+
+/// The lines of a text worth trying against the patterns (see [`Patterns::candidate_lines`]).
+#[derive(Debug, Default)]
+pub struct CandidateLines(pub(super) Vec<CandidateLine>);
+
+/// A line of a text worth trying: where it starts and ends (its newline), and where in it the
+/// literal (or the match) that makes it worth trying starts.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CandidateLine {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) hit: usize,
+}
+
+/// The log levels the log-level pattern matches as words.
+const LOG_LEVELS: [&str; 3] = ["ERROR", "FATAL", "CRITICAL"];
+
+/// Searchers for the [`LOG_LEVELS`], built once: building one costs more than searching a
+/// line with it.
+static LOG_LEVEL_FINDERS: LazyLock<[memmem::Finder<'static>; 3]> =
+    LazyLock::new(|| LOG_LEVELS.map(memmem::Finder::new));
+
+/// Whether `line` holds one of the [`LOG_LEVELS`] as a word (what the log-level pattern
+/// matches).
+fn has_log_level(line: &str) -> bool {
+    let bytes = line.as_bytes();
+    LOG_LEVEL_FINDERS.iter().any(|level| {
+        level
+            .find_iter(bytes)
+            .any(|at| is_word_at(bytes, at, at + level.needle().len()))
+    })
+}
+
+/// Whether one of the [`LOG_LEVELS`] starts at byte `at` of `line`, as a word.
+fn log_level_at(line: &[u8], at: usize) -> bool {
+    LOG_LEVELS.iter().any(|level| {
+        line[at..].starts_with(level.as_bytes()) && is_word_at(line, at, at + level.len())
+    })
+}
+
+/// Whether bytes `start..end` of `line` are a word: no letter, digit or `_` on either side.
+fn is_word_at(line: &[u8], start: usize, end: usize) -> bool {
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    (start == 0 || !is_word(line[start - 1])) && line.get(end).is_none_or(|&b| !is_word(b))
+}
