@@ -363,6 +363,10 @@ impl Capture {
             ),
             Spill::Failed(e) => (None, Some(SpillProblem::NotCreated { error: e })),
         };
+        let spill_in_file = match &self.spill {
+            Spill::Open(file) => file.in_file(),
+            _ => 0,
+        };
         CaptureView {
             limits: self.limits,
             head: &self.head,
@@ -377,6 +381,8 @@ impl Capture {
                 self.last_ended_line_bytes
             },
             spill_path,
+            spill_from: 0,
+            spill_in_file,
             spill_problem,
             spill_capped: self.capped_at_line.map(|line| SpillCap {
                 bytes: self.spill_cap,
@@ -507,6 +513,12 @@ pub struct CaptureView<'a> {
     /// Length of the last line without its newline.
     pub last_line_bytes: u64,
     pub spill_path: Option<&'a Path>,
+    /// Where in the spill file this output starts: 0 but for a capture of part of a spill
+    /// ([`crate::engine::snapshot::RangeCapture`]).
+    pub spill_from: u64,
+    /// Bytes already in the spill file (counted from the file's start), which a preview may
+    /// read back.
+    pub spill_in_file: u64,
     pub spill_problem: Option<SpillProblem<'a>>,
     /// Set when the spill file reached its cap and stopped growing.
     pub spill_capped: Option<SpillCap>,

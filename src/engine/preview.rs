@@ -16,6 +16,7 @@ use crate::engine::highlight::kind_of;
 use crate::engine::outline::{Fold, Segment};
 use crate::engine::redact::{Redactor, notice_line};
 
+mod lines;
 #[cfg(test)]
 mod needle_tests;
 mod pick;

@@ -168,6 +168,13 @@ impl RangeCapture {
         self.capture.finish();
         let view = CaptureView {
             spill_path: spill,
+            // The range was read from the spill: a preview may read it back there.
+            spill_from: start.offset,
+            spill_in_file: if spill.is_some() {
+                start.offset + self.bytes
+            } else {
+                0
+            },
             ..self.capture.view()
         };
         let preview = if start == Cursor::default() {

@@ -456,6 +456,47 @@ impl SpillFile {
     pub fn error(&self) -> Option<&str> {
         self.seen.error.as_deref()
     }
+
+    /// Bytes in the file now, as the writer last counted them (not as of the last flush):
+    /// how far a preview taken while the output still comes may read the file back.
+    pub fn in_file(&self) -> u64 {
+        crate::sync::lock(&self.shared.0).written
+    }
+}
+
+/// A spill file opened to read back, at any offset, what is already in it: a preview opens
+/// the folds it has room for with lines that neither end of the capture holds any more.
+#[derive(Debug)]
+pub struct SpillBytes {
+    file: File,
+    /// Bytes known to be in the file; nothing past them is read.
+    end: u64,
+}
+
+impl SpillBytes {
+    /// Opens `path`, of which the first `end` bytes are known to be written.
+    pub fn open(path: &Path, end: u64) -> io::Result<SpillBytes> {
+        Ok(SpillBytes {
+            file: File::open(path)?,
+            end,
+        })
+    }
+
+    /// Bytes `start..end` of the file, clipped to what is known to be written.
+    pub fn read(&self, start: u64, end: u64) -> io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let end = end.min(self.end);
+        let len = usize::try_from(end.saturating_sub(start))
+            .map_err(|_| io::Error::other("a span too long to read"))?;
+        let mut bytes = vec![0; len];
+        self.file.read_exact_at(&mut bytes, start)?;
+        Ok(bytes)
+    }
+
+    /// Where the known bytes end.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
 }
 
 impl Drop for SpillFile {

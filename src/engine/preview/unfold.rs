@@ -5,11 +5,11 @@
 //! is. But a server log whose every line differs in its numbers is one such run, and a preview
 //! of it that shows two lines of a 51,200-byte budget hides what it had room to show (the
 //! recent lines above all). So after the selection, whatever budget is left opens the similar
-//! runs the preview shows from their outer ends: lines at a run's start are read from the
-//! capture's head buffer, lines at its end from its tail buffer, and the rest of the run stays
-//! one honest fold between them. Only lines wholly inside those buffers can be opened, which is
-//! where the reader wants them: next to the output's own ends.
+//! runs the preview shows from their outer ends, and the rest of each run stays one honest
+//! fold between them. The lines come from the capture's head and tail buffers and, for a run
+//! far from both ends, from the spill file ([`super::lines`]).
 
+use super::lines::Lines;
 use super::{Direction, Selection};
 use crate::engine::capture::CaptureView;
 use crate::engine::outline::{Fold, LineText, Segment};
@@ -98,6 +98,7 @@ pub(super) fn open_folds(
         Direction::Both => &[Side::Back, Side::Front],
     };
     let mut room = room;
+    let mut lines = Lines::new(view);
     let mut openings: Vec<Opening> = Vec::new();
     // Front steps work on the earliest run whose front is not done, back steps on the latest
     // whose back is not done; each step either spends room or moves on, so this ends.
@@ -119,7 +120,7 @@ pub(super) fn open_folds(
                         openings.len() - 1
                     }
                 };
-                if step(view, seg, &mut openings[at], side, &mut room) {
+                if step(&mut lines, seg, &mut openings[at], side, &mut room) {
                     moved = true;
                     break;
                 }
@@ -160,7 +161,7 @@ fn segment_starts(view: &CaptureView<'_>, s: &Selection) -> Option<Vec<u64>> {
 
 /// Opens one more line of `run` at `side`, if it is in a buffer and fits the room.
 fn step(
-    view: &CaptureView<'_>,
+    lines: &mut Lines<'_, '_>,
     run: &Segment,
     o: &mut Opening,
     side: Side,
@@ -174,12 +175,12 @@ fn step(
         return false; // nothing is folded any more
     }
     if rest == 3 {
-        return open_all(view, o, room);
+        return open_all(lines, o, room);
     }
     match side {
         Side::Front => {
             let next_at = o.rest_first.0 + o.rest_first.1.len + 1;
-            let Some(next) = head_line(view, next_at) else {
+            let Some(next) = lines.at(next_at, room.bytes) else {
                 return false;
             };
             if !room.take(1, next.len as usize + 1) {
@@ -189,7 +190,7 @@ fn step(
             o.front.push(first);
         }
         Side::Back => {
-            let Some((prev_at, prev)) = tail_line_before(view, o.rest_last.0) else {
+            let Some((prev_at, prev)) = lines.before(o.rest_last.0, room.bytes) else {
                 return false;
             };
             if !room.take(1, prev.len as usize + 1) {
@@ -205,70 +206,28 @@ fn step(
 /// Shows every line still folded, when each is in a buffer and all fit. What is left of a
 /// long run may be folded down to one hidden line (the marker still says only what is so:
 /// the lines are the run's), which is where this takes over.
-fn open_all(view: &CaptureView<'_>, o: &mut Opening, room: &mut Room) -> bool {
-    let mut lines = Vec::new();
+fn open_all(lines: &mut Lines<'_, '_>, o: &mut Opening, room: &mut Room) -> bool {
+    let mut hidden = Vec::new();
     let mut at = o.rest_first.0 + o.rest_first.1.len + 1;
     while at < o.rest_last.0 {
-        let Some(line) = head_line(view, at).or_else(|| tail_line_at(view, at)) else {
+        let Some(line) = lines.at(at, room.bytes) else {
             return false;
         };
         at += line.len + 1;
-        lines.push((at - line.len - 1, line));
+        hidden.push((at - line.len - 1, line));
     }
-    let bytes: u64 = lines.iter().map(|(_, l)| l.len + 1).sum();
-    if at != o.rest_last.0 || !room.take(lines.len(), bytes as usize) {
+    let bytes: u64 = hidden.iter().map(|(_, l)| l.len + 1).sum();
+    if at != o.rest_last.0 || !room.take(hidden.len(), bytes as usize) {
         return false;
     }
     let first = o.rest_first.clone();
     o.front.push(first);
-    o.front.extend(lines);
+    o.front.extend(hidden);
     // The fold is gone: its last line is the first of the back's.
     let last = o.rest_last.clone();
     o.back.push(last);
     o.blocked = [true; 2];
     true
-}
-
-/// The whole line starting at output byte `at`, when the head buffer holds it with its newline.
-fn head_line(view: &CaptureView<'_>, at: u64) -> Option<LineText> {
-    let start = usize::try_from(at).ok()?;
-    let rest = view.head.get(start..)?;
-    let len = memchr::memchr(b'\n', rest)?;
-    whole(&rest[..len])
-}
-
-/// The whole line starting at output byte `at`, when the tail buffer holds it with its newline.
-fn tail_line_at(view: &CaptureView<'_>, at: u64) -> Option<LineText> {
-    let tail_start = view.total_bytes - view.tail.len() as u64;
-    let start = usize::try_from(at.checked_sub(tail_start)?).ok()?;
-    if start > 0 && view.tail[start - 1] != b'\n' {
-        return None;
-    }
-    let rest = view.tail.get(start..)?;
-    let len = memchr::memchr(b'\n', rest)?;
-    whole(&rest[..len])
-}
-
-/// The line that ends (with its newline) just before output byte `at`, and where it starts,
-/// when the tail buffer holds all of it.
-fn tail_line_before(view: &CaptureView<'_>, at: u64) -> Option<(u64, LineText)> {
-    let tail_start = view.total_bytes - view.tail.len() as u64;
-    let end = usize::try_from(at.checked_sub(tail_start)?).ok()?;
-    if end == 0 || view.tail.get(end - 1) != Some(&b'\n') {
-        return None;
-    }
-    let body = &view.tail[..end - 1];
-    let start = memchr::memrchr(b'\n', body)? + 1;
-    let line = whole(&body[start..])?;
-    Some((tail_start + start as u64, line))
-}
-
-fn whole(bytes: &[u8]) -> Option<LineText> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    Some(LineText {
-        text: text.to_string(),
-        len: text.len() as u64,
-    })
 }
 
 /// Replaces each opened run by its opened lines around what stays folded.

@@ -1,0 +1,243 @@
+//! Where the lines of a fold being opened are read from.
+//!
+//! The capture keeps the output's first and last `max_bytes` bytes, so a similar run next to
+//! either end can be opened from memory. A run in the middle cannot: a log of 31 timed
+//! requests followed by a long repeat has its requests' last lines far from the tail buffer.
+//! The spill file holds every byte, so what the buffers lack is read back from it — only as
+//! much as the room left could show, and only bytes the writer has already put in the file,
+//! so a preview taken while the output still comes never reads past them.
+
+use crate::engine::capture::CaptureView;
+use crate::engine::outline::LineText;
+use crate::storage::spill::SpillBytes;
+
+/// Bytes read from the spill at a time: consecutive lines of one run come from one read.
+const WINDOW: u64 = 64 * 1024;
+
+/// The output's lines by byte offset: from the capture's buffers, else from its spill file.
+#[derive(Debug)]
+pub(super) struct Lines<'v, 'a> {
+    view: &'v CaptureView<'a>,
+    spill: Option<SpillBytes>,
+    /// The bytes last read from the spill, and the output offset of their first.
+    window: (u64, Vec<u8>),
+}
+
+impl<'v, 'a> Lines<'v, 'a> {
+    pub(super) fn new(view: &'v CaptureView<'a>) -> Lines<'v, 'a> {
+        // Only output past the buffers needs the file; a short output never opens it.
+        let spill = view
+            .spill_path
+            .filter(|_| view.spill_in_file > view.spill_from)
+            .and_then(|path| SpillBytes::open(path, view.spill_in_file).ok());
+        Lines {
+            view,
+            spill,
+            window: (0, Vec::new()),
+        }
+    }
+
+    /// The whole line starting at output byte `at`. A line the buffers do not hold is read
+    /// from the spill only if it is at most `max` bytes with its newline (a longer one could
+    /// not be shown).
+    pub(super) fn at(&mut self, at: u64, max: usize) -> Option<LineText> {
+        head_line(self.view, at)
+            .or_else(|| tail_line_at(self.view, at))
+            .or_else(|| self.spill_line_at(at, max))
+    }
+
+    /// The line that ends (with its newline) just before output byte `at`, and where it
+    /// starts; from the spill only if it is at most `max` bytes with its newline.
+    pub(super) fn before(&mut self, at: u64, max: usize) -> Option<(u64, LineText)> {
+        tail_line_before(self.view, at)
+            .or_else(|| head_line_before(self.view, at))
+            .or_else(|| self.spill_line_before(at, max))
+    }
+
+    fn spill_line_at(&mut self, at: u64, max: usize) -> Option<LineText> {
+        let bytes = self.read(at, at + max as u64, at + WINDOW.max(max as u64))?;
+        let len = memchr::memchr(b'\n', bytes)?;
+        whole(&bytes[..len])
+    }
+
+    fn spill_line_before(&mut self, at: u64, max: usize) -> Option<(u64, LineText)> {
+        // One byte more than the line may take: the newline that ends the line before it.
+        let from = at.saturating_sub(max as u64 + 1);
+        let bytes = self.read(from, at, at.saturating_sub(WINDOW.max(max as u64)))?;
+        let (&last, body) = bytes.split_last()?;
+        if last != b'\n' {
+            return None;
+        }
+        let start = match memchr::memrchr(b'\n', body) {
+            Some(newline) => newline + 1,
+            // No line break before it within `max` bytes: the line starts the output, or it
+            // is too long to show.
+            None if from == 0 => 0,
+            None => return None,
+        };
+        Some((from + start as u64, whole(&body[start..])?))
+    }
+
+    /// Output bytes `start..end` from the spill file (fewer where the file has not got that
+    /// far), reading `start.min(reach)..end.max(reach)` when the last read does not hold them.
+    fn read(&mut self, start: u64, end: u64, reach: u64) -> Option<&[u8]> {
+        let shift = self.view.spill_from;
+        let known = self.spill.as_ref()?.end().checked_sub(shift)?;
+        let end = end.min(known);
+        if end <= start {
+            return None;
+        }
+        let (have_from, have) = &self.window;
+        let holds = *have_from <= start && end <= have_from + have.len() as u64;
+        if !holds {
+            let (from, to) = (start.min(reach), end.max(reach).min(known));
+            let bytes = self.spill.as_ref()?.read(from + shift, to + shift).ok()?;
+            self.window = (from, bytes);
+        }
+        let (from, bytes) = &self.window;
+        bytes.get(usize::try_from(start - from).ok()?..usize::try_from(end - from).ok()?)
+    }
+}
+
+/// The whole line starting at output byte `at`, when the head buffer holds it with its newline.
+fn head_line(view: &CaptureView<'_>, at: u64) -> Option<LineText> {
+    let start = usize::try_from(at).ok()?;
+    let rest = view.head.get(start..)?;
+    let len = memchr::memchr(b'\n', rest)?;
+    whole(&rest[..len])
+}
+
+/// The line that ends (with its newline) just before output byte `at`, and where it starts,
+/// when the head buffer holds all of it.
+fn head_line_before(view: &CaptureView<'_>, at: u64) -> Option<(u64, LineText)> {
+    let end = usize::try_from(at).ok()?;
+    if end == 0 || view.head.get(end - 1) != Some(&b'\n') {
+        return None;
+    }
+    let body = &view.head[..end - 1];
+    let start = memchr::memrchr(b'\n', body).map_or(0, |newline| newline + 1);
+    Some((start as u64, whole(&body[start..])?))
+}
+
+/// The whole line starting at output byte `at`, when the tail buffer holds it with its newline.
+fn tail_line_at(view: &CaptureView<'_>, at: u64) -> Option<LineText> {
+    let tail_start = view.total_bytes - view.tail.len() as u64;
+    let start = usize::try_from(at.checked_sub(tail_start)?).ok()?;
+    if start > 0 && view.tail[start - 1] != b'\n' {
+        return None;
+    }
+    let rest = view.tail.get(start..)?;
+    let len = memchr::memchr(b'\n', rest)?;
+    whole(&rest[..len])
+}
+
+/// The line that ends (with its newline) just before output byte `at`, and where it starts,
+/// when the tail buffer holds all of it.
+fn tail_line_before(view: &CaptureView<'_>, at: u64) -> Option<(u64, LineText)> {
+    let tail_start = view.total_bytes - view.tail.len() as u64;
+    let end = usize::try_from(at.checked_sub(tail_start)?).ok()?;
+    if end == 0 || view.tail.get(end - 1) != Some(&b'\n') {
+        return None;
+    }
+    let body = &view.tail[..end - 1];
+    let start = memchr::memrchr(b'\n', body)? + 1;
+    let line = whole(&body[start..])?;
+    Some((tail_start + start as u64, line))
+}
+
+fn whole(bytes: &[u8]) -> Option<LineText> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    Some(LineText {
+        text: text.to_string(),
+        len: text.len() as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::capture::{Capture, Limits, SpillPolicy};
+    use crate::engine::preview::CliSteps;
+    use crate::protocol::{Direction, LineRange, Preview};
+    use crate::storage::spill::DataDir;
+
+    /// 31 timed requests, then 31 copies of one line: the requests' last lines are far from
+    /// the tail buffer of a 216-byte budget.
+    fn requests_then_a_repeat() -> String {
+        let mut text: String = (0..31)
+            .map(|i| format!("request {i} took {}ms\n", i * 7))
+            .collect();
+        text.push_str(&"waiting for work\n".repeat(31));
+        text
+    }
+
+    fn capture(text: &str, policy: SpillPolicy) -> Capture {
+        let mut c = Capture::new(Limits::new(38, 216).unwrap(), policy);
+        c.write(text);
+        c.finish();
+        c
+    }
+
+    #[test]
+    fn a_run_far_from_both_ends_is_opened_from_the_spill() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = requests_then_a_repeat();
+        let c = capture(
+            &text,
+            SpillPolicy::Always(DataDir::open(tmp.path()).unwrap()),
+        );
+        let p = Preview::build(&c.view(), Direction::Tail, &CliSteps);
+        // The requests' last lines (26-31) fill the room the repeat leaves.
+        let shown: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
+        assert!(shown >= 7, "{:?}\n{}", p.shown, p.content);
+        assert!(
+            p.content
+                .contains("request 29 took 203ms\nrequest 30 took 210ms\n")
+        );
+        assert!(p.content.contains(" similar lines, lines 2-"));
+        // Without a spill nothing past the buffers can be read: the run stays folded.
+        let bare = capture(&text, SpillPolicy::Never);
+        let p = Preview::build(&bare.view(), Direction::Tail, &CliSteps);
+        assert_eq!(
+            p.shown[..2],
+            [
+                LineRange { first: 1, last: 1 },
+                LineRange {
+                    first: 31,
+                    last: 32
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn nothing_past_what_is_in_the_file_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = requests_then_a_repeat();
+        let c = capture(
+            &text,
+            SpillPolicy::Always(DataDir::open(tmp.path()).unwrap()),
+        );
+        let line_20 = text.find("request 20 ").unwrap() as u64;
+        let line_21 = text.find("request 21 ").unwrap() as u64;
+        let mut view = c.view();
+        let mut lines = Lines::new(&view);
+        assert_eq!(
+            lines.at(line_20, 100).unwrap().text,
+            "request 20 took 140ms"
+        );
+        let (start, before) = lines.before(line_21, 100).unwrap();
+        assert_eq!(
+            (start, before.text.as_str()),
+            (line_20, "request 20 took 140ms")
+        );
+        // A line longer than the room is not read.
+        assert!(Lines::new(&view).at(line_20, 10).is_none());
+        assert!(Lines::new(&view).before(line_21, 10).is_none());
+        // The writer has got only as far as the middle of line 20.
+        view.spill_in_file = line_20 + 5;
+        let mut lines = Lines::new(&view);
+        assert!(lines.at(line_20, 100).is_none());
+        assert!(lines.before(line_21, 100).is_none());
+    }
+}
