@@ -43,9 +43,10 @@ fn main() -> BenchResult<()> {
 
     prepare_input(&input, bytes, b"\r\n", CHUNK_BYTES)?;
 
+    let (ours, theirs) = (work.path().join("data"), work.path().join("data-other"));
     // One untimed run each: the first writes of a run pay one-off costs (allocation, cache).
     run_cat(&input, work.path())?;
-    run_spillway(SPILLWAY.as_ref(), &input, work.path())?;
+    run_spillway(SPILLWAY.as_ref(), &input, &ours)?;
     println!("warm-up runs done");
 
     let other = std::env::var_os("SPILLWAY_BENCH_OTHER").map(PathBuf::from);
@@ -56,9 +57,9 @@ fn main() -> BenchResult<()> {
         // Alternate which goes first, to spread drift (caches, clocks) over both.
         let (c, (s, spilled)) = if round % 2 == 0 {
             let c = run_cat(&input, work.path())?;
-            (c, run_spillway(SPILLWAY.as_ref(), &input, work.path())?)
+            (c, run_spillway(SPILLWAY.as_ref(), &input, &ours)?)
         } else {
-            let s = run_spillway(SPILLWAY.as_ref(), &input, work.path())?;
+            let s = run_spillway(SPILLWAY.as_ref(), &input, &ours)?;
             (run_cat(&input, work.path())?, s)
         };
         println!(
@@ -71,7 +72,7 @@ fn main() -> BenchResult<()> {
         cat.push(c);
         spillway.push(s);
         if let Some(other) = &other {
-            let (o, _) = run_spillway(other, &input, work.path())?;
+            let (o, _) = run_spillway(other, &input, &theirs)?;
             println!("        other build {:.3} s", o.secs);
             others.push(o);
         }
@@ -100,9 +101,10 @@ fn run_cat(input: &Path, work: &Path) -> BenchResult<Run> {
     Ok(run)
 }
 
-/// Runs `binary truncate`; returns the run and the bytes it spilled (0 if no spill).
-fn run_spillway(binary: &Path, input: &Path, work: &Path) -> BenchResult<(Run, u64)> {
-    let data = work.join("data");
+/// Runs `binary truncate` with the data dir `data`; returns the run and the bytes it spilled
+/// (0 if no spill). Each build has a data dir of its own: an older build refuses an index a
+/// newer one has migrated, and must not be timed on that refusal.
+fn run_spillway(binary: &Path, input: &Path, data: &Path) -> BenchResult<(Run, u64)> {
     let mut cmd = Command::new(binary);
     cmd.arg("truncate").arg("--data-dir").arg(&data);
     cmd.stdin(File::open(input)?).stdout(Stdio::null());
