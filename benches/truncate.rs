@@ -106,7 +106,7 @@ fn run_cat(input: &Path, work: &Path) -> BenchResult<Run> {
 /// newer one has migrated, and must not be timed on that refusal.
 fn run_spillway(binary: &Path, input: &Path, data: &Path) -> BenchResult<(Run, u64)> {
     let mut cmd = Command::new(binary);
-    cmd.arg("truncate").arg("--data-dir").arg(&data);
+    cmd.arg("truncate").arg("--data-dir").arg(data);
     cmd.stdin(File::open(input)?).stdout(Stdio::null());
     let run = measure(&mut cmd)?;
     let spills = data.join("spills");

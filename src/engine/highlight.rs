@@ -653,6 +653,7 @@ mod tests {
             "make[1]: *** [Makefile:3: all] Error 1",
             "Traceback (most recent call last):",
             "FAIL\tgithub.com/x/y\t0.01s",
+            "BUILD FAILED in 3s",
         ] {
             assert!(Patterns::defaults().is_match(line), "{line}");
             assert!(prefilter_covers(line), "{line}");
@@ -669,6 +670,28 @@ mod tests {
             "==4242== Invalid read of size 8",
             "==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000014",
             "ts=2026-11-21 level=error msg=\"db down\"",
+            "collect2: error: ld returned 1 exit status",
+            "/usr/bin/ld: cannot find -lfoo: No such file or directory",
+            "a.c:(.text+0x1b): undefined reference to `foo'",
+            "CMake Error at CMakeLists.txt:3 (find_package):",
+            "Error response from daemon: pull access denied for nope",
+            "E: Unable to locate package nope",
+            "terminate called after throwing an instance of 'std::runtime_error'",
+            "thread 'main' has overflowed its stack",
+            "bash: nope: command not found",
+            "rm: cannot remove 'x': Permission denied",
+            "Build failed with 2 errors",
+            "FAILURE: Build failed with an exception.",
+            "* What went wrong:",
+            "test result: FAILED. 1 passed; 1 failed; 0 ignored",
+            "WARNING: ThreadSanitizer: data race (pid=42)",
+            "(node:42) UnhandledPromiseRejectionWarning: boom",
+            "a.rb:3:in `b': undefined method `c' for nil (NoMethodError)",
+            "PHP Fatal error:  Uncaught Exception: boom",
+            "** (RuntimeError) boom",
+            "a.out: a.c:5: main: Assertion `x > 0' failed.",
+            "Program.cs(3,5): error CS0246: The type or namespace name 'Foo' could not be found",
+            "pod/web-1   0/1   CrashLoopBackOff   5   3m",
         ] {
             assert!(Patterns::defaults().is_match(line), "{line}");
             assert!(prefilter_covers(line), "{line}");
@@ -679,8 +702,22 @@ mod tests {
             "0 errors, 0 warnings",
             "==4242== HEAP SUMMARY:",
             "Killed 3 stale workers",
+            "Errors: 0",
+            "Build succeeded.",
+            "test result: ok. 3 passed; 0 failed",
+            "    Finished `release` profile [optimized] target(s) in 1.2s",
         ] {
             assert!(!Patterns::defaults().is_match(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_default_patterns_use_ascii_classes() {
+        for pattern in super::patterns::STRONG.iter().chain(super::patterns::WEAK) {
+            let bare = pattern.replace(r"(?-u:\b)", "");
+            for class in [r"\w", r"\d", r"\b", r"\W", r"\D", r"\B"] {
+                assert!(!bare.contains(class), "{pattern} uses {class}");
+            }
         }
     }
 
@@ -691,6 +728,9 @@ mod tests {
                 "error", "Error", "ERROR", "error:", "error[E0001]:", ": error: ", "fatal", "FAIL",
                 "FAILED", "panic:", "panicked at", "npm", "ERR!", "[ERROR]", "TS2552:", "x.go:1:2:",
                 "Exception", "Caused", "by:", "FATAL", "CRITICAL", "***", "make:", "Traceback",
+                "E:", "E", "**", "(", ")", "Build", "build", "failed", "BUILD", "Assertion",
+                "command", "not", "found", "Permission", "denied", "Unhandled", "Rejection",
+                "CS0246:", "terminate", "called", "CMake", "*", "What", "went", "wrong:",
                 "(most", "recent", "call", "last):", "test", "...", "a", "b.c:1:2:", "---", " ", "\t",
             ]), 0..8),
         ) {

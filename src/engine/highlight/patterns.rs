@@ -11,24 +11,43 @@ use regex::{Regex, RegexBuilder, RegexSet};
 use super::{CONTINUATION, FRAME};
 
 /// Patterns for the root causes of failures in common toolchains.
-const STRONG: &[&str] = &[
+///
+/// Their classes are ASCII (`[0-9]`, `[A-Za-z0-9_]`, `(?-u:\b)`), never Unicode's `\d`, `\w`,
+/// `\b`: all the patterns are one regex, whose lazy DFA has a capped cache per thread
+/// ([`DFA_CACHE_BYTES`]), and a few Unicode classes in it were enough to overflow the cache on
+/// every candidate line and drop the search to the PikeVM, a hundred times slower.
+pub(super) const STRONG: &[&str] = &[
     // rustc / cargo
-    r"^error(\[E\d{4}\])?: ",
+    r"^error(\[E[0-9]{4}\])?: ",
     r"panicked at ",
     // gcc / clang / go / most compilers: file:line[:col]: error
-    r"^[^\s:]+:\d+(:\d+)?: (fatal )?error: ",
+    r"^[^\s:]+:[0-9]+(:[0-9]+)?: (fatal )?error: ",
     r"^(fatal error|error): ",
-    r"^[^\s:]+\.go:\d+:\d+: ",
+    // linkers and compiler drivers: `collect2: error: ...`, `ld.lld: error: ...`
+    r"^[A-Za-z0-9_.+/-]+: (fatal )?error: ",
+    r"\): undefined reference to ",
+    r"ld: cannot find ",
+    r"^CMake Error",
+    r"^[^\s:]+\.go:[0-9]+:[0-9]+: ",
     // tsc
-    r"error TS\d+: ",
+    // tsc, C#, MSBuild: `error TS2307: `, `error CS0246: `
+    r"(?-u:\b)error [A-Z]{2,}[0-9]+: ",
     // Python, Java, JavaScript and friends: the exception line (`Error: ENOENT ...` too)
-    r"^(Uncaught )?([A-Za-z_][\w.$]*)?(Error|Exception)( \[[\w-]+\])?(: .*)?$",
+    r"^(Uncaught )?([A-Za-z_][A-Za-z0-9_.$]*)?(Error|Exception)( \[[A-Za-z0-9_-]+\])?(: .*)?$",
+    r"^Error(?-u:\b)",
+    r"\([A-Za-z0-9_]*(Error|Exception)\)$",
+    r"Unhandled[A-Za-z0-9_]*(Rejection|Exception)",
+    r"(?-u:\b)(Fatal|Parse) error: ",
+    r"^\*\* \([A-Za-z0-9_]+",
+    r"^terminate called ",
+    r"has overflowed its stack",
+    r"Assertion .* failed",
     r"^Exception in thread ",
     r"^Caused by: ",
     // test runners: pytest's summary, its `-v` result and its `E   ` lines; go; cargo
     r"^FAILED ",
     r"^ERROR ",
-    r" FAILED( +\[ *\d+%\])?$",
+    r" FAILED( +\[ *[0-9]+%\])?$",
     r"^E {3}",
     r"^--- FAIL: ",
     r"^panic: ",
@@ -38,27 +57,36 @@ const STRONG: &[&str] = &[
     r"^\[ERROR\] ",
     r"^ERROR: ",
     r"^fatal: ",
+    r"^E: ",
+    r"^FAILURE: ",
     // sanitizers and valgrind
-    r"ERROR: \w*Sanitizer",
+    r"(ERROR|WARNING): [A-Za-z0-9_]*Sanitizer",
     r"runtime error: ",
-    r"^==\d+== (Invalid (read|write|free)|Mismatched free|Conditional jump|Use of uninitialised|Syscall param|Source and destination overlap|Process terminating)",
+    r"^==[0-9]+== (Invalid (read|write|free)|Mismatched free|Conditional jump|Use of uninitialised|Syscall param|Source and destination overlap|Process terminating)",
     r"definitely lost: [1-9]",
     // the process itself
-    r"\b(Segmentation fault|Bus error|Illegal instruction|Aborted)( \(core dumped\))?$",
-    r"^Killed$|\d+ Killed\b",
+    r"(?-u:\b)(Segmentation fault|Bus error|Illegal instruction|Aborted)( \(core dumped\))?$",
+    r"^Killed$|[0-9]+ Killed(?-u:\b)",
+    r": (command not found|Permission denied|No such file or directory)$",
+    // containers
+    r"(?-u:\b)(OOMKilled|CrashLoopBackOff|ImagePullBackOff|ErrImagePull)(?-u:\b)",
     // log levels
-    r"\b(ERROR|FATAL|CRITICAL)\b",
-    r"\blevel=(error|fatal)\b",
+    r"(?-u:\b)(ERROR|FATAL|CRITICAL)(?-u:\b)",
+    r"(?-u:\b)level=(error|fatal)(?-u:\b)",
 ];
 
 /// Patterns for lines that restate a failure without its cause.
-const WEAK: &[&str] = &[
+pub(super) const WEAK: &[&str] = &[
     r"\*\*\* ",
     r"^error: could not compile ",
     r"^npm (ERR!|error) A complete log of this run",
     r"^Traceback \(most recent call last\):",
-    r"^FAIL\s",
-    r"^make(\[\d+\])?: ",
+    r"^FAIL[ \t]",
+    r"^make(\[[0-9]+\])?: ",
+    r"^test result: FAILED",
+    r"^BUILD FAILED(?-u:\b)",
+    r"(?-u:\b)Build failed(?-u:\b)",
+    r"^\* What went wrong:",
 ];
 
 /// What the default patterns need, literally, anywhere in a line: a search for these alone runs
@@ -87,13 +115,38 @@ const ANYWHERE: &[&str] = &[
     "Illegal instruction",
     "Aborted",
     "Killed",
+    // Teddy, the SIMD search, tells literals apart by their first three bytes: each below
+    // starts with three that ordinary text seldom holds ("com", "ter", "und" would stop the
+    // search at every other line).
+    "): undefined",
+    "ld: cannot",
+    "Unhandled",
+    "wed its stack",
+    "Assertion",
+    "Sanitizer",
+    ": command not found",
+    "Permission denied",
+    "No such file or directory",
+    "kOff",
+    "ErrImagePull",
+    "Build failed",
 ];
 
 /// What the other default patterns need at a line's start (`npm ERR!`, `fatal:`, pytest's
 /// `E   `, ...). They join the search after a newline, so no line is looked at one by one; a
 /// text's first line is checked apart.
-pub(super) const LINE_STARTS: &[&str] =
-    &["npm ", "Traceback", "Caused by", "make", "fatal: ", "E   "];
+pub(super) const LINE_STARTS: &[&str] = &[
+    "npm ",
+    "Traceback",
+    "Caused by",
+    "make",
+    "fatal: ",
+    "E   ",
+    "E: ",
+    "* What went wrong",
+    "** (",
+    "terminate called",
+];
 
 /// The prefilter: [`ANYWHERE`], and each of [`LINE_STARTS`] after a newline, looked for at
 /// once. A packed SIMD search (Teddy) where the CPU has one, else an automaton: either says
