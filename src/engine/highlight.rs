@@ -31,8 +31,9 @@ const CARRY_BYTES: usize = 4096;
 
 /// A line after a candidate that continues its block: indented (a location, a frame, a
 /// source line, a note), rustc's numbered source lines, valgrind's and the sanitizers' detail
-/// lines.
-const CONTINUATION: &str = r"^(\s+\S|\d+ *\||==\d+== {2,}\S|(READ|WRITE) of size \d+)";
+/// lines, and a Go panic's signal, goroutine and frames (`main.(*Server).handle(0x0)`, each
+/// followed by its indented file and line).
+const CONTINUATION: &str = r"^(\s+\S|\d+ *\||==\d+== {2,}\S|(READ|WRITE) of size \d+|\[signal |goroutine \d+ \[|[A-Za-z_][A-Za-z0-9_./*()-]*\([^()]*\)$)";
 
 /// A Python frame, which comes before the exception it leads to.
 const FRAME: &str = r#"^\s*File "[^"]+", line \d+"#;
@@ -117,8 +118,10 @@ pub const KEEP_KINDS: usize = 32;
 /// Kinds remembered: past this many, a candidate's kind is no longer checked for newness.
 const KINDS_TRACKED: usize = 4096;
 
-/// Context lines kept after a candidate, and their bytes in all.
-const AFTER_LINES: usize = 6;
+/// Context lines kept after a candidate, and their bytes in all: enough for rustc's `-->`,
+/// its source lines and the `expected ..., found ...` under them, or a Go panic down to its
+/// first frame.
+const AFTER_LINES: usize = 10;
 
 const CONTEXT_BYTES: usize = 1024;
 
@@ -195,7 +198,11 @@ impl Highlighter {
     /// Ends the stream: a last line without a newline is a line. Returns whether it is a
     /// candidate.
     pub fn finish(&mut self) -> bool {
-        (!self.carry.is_empty() || self.carry_cut) && self.end_carried_line(self.ended + 1)
+        let found =
+            (!self.carry.is_empty() || self.carry_cut) && self.end_carried_line(self.ended + 1);
+        // No block goes on past the output's end.
+        self.end_block();
+        found
     }
 
     /// How many candidates were found in all (not all of them are kept).
@@ -337,7 +344,7 @@ impl Highlighter {
             self.take_following(text, end + 1);
         }
         if last_found != deferred.back().map(|&(start, _)| start) {
-            self.wants_after = 0;
+            self.end_block();
         }
         self.deferred = deferred;
         self.deferred.clear();
@@ -409,7 +416,7 @@ impl Highlighter {
     /// Keeps a candidate that was counted, if it has room, and has the lines after it offered
     /// as its context.
     fn keep_found(&mut self, line: u64, text: &str, before: Vec<String>) {
-        self.wants_after = 0;
+        self.end_block();
         if text.len() > MAX_HIGHLIGHT_BYTES {
             return;
         }
@@ -459,36 +466,56 @@ impl Highlighter {
         self.wants_after = AFTER_LINES;
     }
 
+    /// The last candidate kept, which takes the context lines that follow it.
+    fn last_kept(&mut self) -> Option<&mut Candidate> {
+        if self.last_in_recent {
+            self.latest.back_mut()
+        } else {
+            self.kept.last_mut()
+        }
+    }
+
+    /// Ends the last candidate's block: it takes no more lines, and a blank line it took in
+    /// the hope that the block went on is given back.
+    fn end_block(&mut self) {
+        self.wants_after = 0;
+        if let Some(candidate) = self.last_kept() {
+            while candidate.after.last().is_some_and(|l| l.trim().is_empty()) {
+                candidate.after.pop();
+            }
+        }
+    }
+
     /// Keeps `line` as context of the last candidate if it continues its block.
     fn take_after(&mut self, line: &str, cut: bool) {
         if self.wants_after == 0 {
             return;
         }
-        let last = if self.last_in_recent {
+        let continuation = &self.patterns.continuation;
+        let Some(candidate) = (if self.last_in_recent {
             self.latest.back_mut()
         } else {
             self.kept.last_mut()
-        };
-        let Some(candidate) = last else {
+        }) else {
             self.wants_after = 0;
             return;
         };
         let bytes: usize = candidate.after.iter().map(String::len).sum();
-        let may_continue = line
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_whitespace() || b.is_ascii_digit() || b"=RW".contains(&b));
-        if cut
-            || !may_continue
+        // One blank line may sit inside a block (a Go panic's, between its signal and its
+        // goroutine); it is kept only if the block goes on after it.
+        let blank = line.trim().is_empty();
+        let after_blank = candidate.after.last().is_some_and(|l| l.trim().is_empty());
+        let ends = cut
             || bytes + line.len() > CONTEXT_BYTES
-            || line.trim().is_empty()
-            || !self.patterns.continuation.is_match(line)
-        {
-            self.wants_after = 0;
-            return;
+            || (blank && after_blank)
+            || (!blank && !continuation.is_match(line));
+        if !ends {
+            candidate.after.push(line.to_string());
+            self.wants_after -= 1;
         }
-        candidate.after.push(line.to_string());
-        self.wants_after -= 1;
+        if ends || self.wants_after == 0 {
+            self.end_block();
+        }
     }
 }
 
@@ -708,6 +735,37 @@ mod tests {
             "    Finished `release` profile [optimized] target(s) in 1.2s",
         ] {
             assert!(!Patterns::defaults().is_match(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_block_runs_to_its_note_and_through_one_blank_line() {
+        let rustc = "error[E0308]: mismatched types\n  --> src/p.rs:42:17\n   |\n40 |     fn parse(&self) -> u32 {\n   |                        --- expected `u32` because of return type\n41 |         let s = self.name();\n42 |         s\n   |         ^ expected `u32`, found `String`\n\nwarning: unused\n";
+        let go = "panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a1b2c]\n\ngoroutine 1 [running]:\nmain.(*Server).handle(0x0, 0xc000010000)\n\t/src/app/server.go:57 +0x2c\nexit status 2\n";
+        for text in [rustc, go] {
+            let whole = found(&[text]);
+            let block: Vec<&str> = text.lines().skip(1).take(whole[0].after.len()).collect();
+            assert_eq!(whole[0].after, block);
+            // However the text is cut, the same block.
+            for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
+                assert_eq!(found(&[&text[..cut], &text[cut..]]), whole, "cut at {cut}");
+            }
+        }
+        assert_eq!(
+            found(&[rustc])[0].after.last().unwrap(),
+            "   |         ^ expected `u32`, found `String`"
+        );
+        assert_eq!(
+            found(&[go])[0].after.last().unwrap(),
+            "\t/src/app/server.go:57 +0x2c"
+        );
+        // A blank line the block does not go on after is not kept, nor are two.
+        for text in [
+            "E   boom\n  at x\n\nok\n",
+            "E   boom\n  at x\n\n\n  at y\n",
+            "E   boom\n  at x\n\n",
+        ] {
+            assert_eq!(found(&[text])[0].after, ["  at x"], "{text:?}");
         }
     }
 
