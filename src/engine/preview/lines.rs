@@ -178,14 +178,15 @@ mod tests {
         c
     }
 
+    fn spill_in(root: &std::path::Path) -> SpillPolicy {
+        SpillPolicy::Always(DataDir::open(root).unwrap())
+    }
+
     #[test]
     fn a_run_far_from_both_ends_is_opened_from_the_spill() {
         let tmp = tempfile::tempdir().unwrap();
         let text = requests_then_a_repeat();
-        let c = capture(
-            &text,
-            SpillPolicy::Always(DataDir::open(tmp.path()).unwrap()),
-        );
+        let c = capture(&text, spill_in(tmp.path()));
         let p = Preview::build(&c.view(), Direction::Tail, &CliSteps);
         // The requests' last lines (26-31) fill the room the repeat leaves.
         let shown: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
@@ -214,10 +215,7 @@ mod tests {
     fn nothing_past_what_is_in_the_file_is_read() {
         let tmp = tempfile::tempdir().unwrap();
         let text = requests_then_a_repeat();
-        let c = capture(
-            &text,
-            SpillPolicy::Always(DataDir::open(tmp.path()).unwrap()),
-        );
+        let c = capture(&text, spill_in(tmp.path()));
         let line_20 = text.find("request 20 ").unwrap() as u64;
         let line_21 = text.find("request 21 ").unwrap() as u64;
         let mut view = c.view();
