@@ -30,7 +30,8 @@ mod tail;
 use std::collections::VecDeque;
 
 use newlines::Newlines;
-use similar::{cut, similar};
+use similar::cut;
+pub(crate) use similar::similar;
 use store::{Closed, Gap, LineRef, Pending, Piece, Run, Text};
 use tail::{Tail, keep, line_segment, may_join, recycle, split_latest};
 

@@ -306,6 +306,36 @@ mod tests {
         }
     }
 
+    /// A similar run in the middle of a range, far from both ends of its buffers, is opened
+    /// from the spill at the range's own offset in it.
+    #[test]
+    fn a_range_opens_its_folds_from_the_spill_at_its_offset() {
+        let prefix = "an older line that the reader has seen\n".repeat(50);
+        let mut range: String = (0..31)
+            .map(|i| format!("request {i} took {}ms\n", i * 7))
+            .collect();
+        range.push_str(&"waiting for work\n".repeat(31));
+        let tmp = tempfile::tempdir().unwrap();
+        let spill = tmp.path().join("s.log");
+        std::fs::write(&spill, format!("{prefix}{range}")).unwrap();
+        let start = Cursor {
+            lines: 50,
+            offset: prefix.len() as u64,
+        };
+        let mut rc = RangeCapture::new(Limits::new(38, 216).unwrap(), start, None);
+        let mut file = std::fs::File::open(&spill).unwrap();
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(start.offset)).unwrap();
+        rc.feed_from(file, range.len() as u64).unwrap();
+        let (p, _) = rc.finish("", Direction::Tail, Some(&spill));
+        assert!(
+            p.content
+                .contains("request 29 took 203ms\nrequest 30 took 210ms\n"),
+            "{}",
+            p.content
+        );
+        assert_eq!(p.shown.last().unwrap().last, 50 + 32, "{:?}", p.shown);
+    }
+
     #[test]
     fn a_range_preview_names_its_lines() {
         let limits = Limits::new(4, 10_000).unwrap();

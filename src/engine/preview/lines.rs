@@ -212,6 +212,21 @@ mod tests {
     }
 
     #[test]
+    fn a_spill_changed_under_the_capture_opens_nothing_unlike_the_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = requests_then_a_repeat();
+        let c = capture(&text, spill_in(tmp.path()));
+        let view = c.view();
+        // Someone rewrites the requests in the file, keeping its size.
+        let path = view.spill_path.unwrap();
+        let changed = text.replace("request", "REPLACED");
+        std::fs::write(path, &changed).unwrap();
+        let p = Preview::build(&view, Direction::Tail, &CliSteps);
+        assert!(!p.content.contains("REPLACED"), "{}", p.content);
+        assert!(p.content.contains(" similar lines, lines 2-30"), "{}", p.content);
+    }
+
+    #[test]
     fn nothing_past_what_is_in_the_file_is_read() {
         let tmp = tempfile::tempdir().unwrap();
         let text = requests_then_a_repeat();

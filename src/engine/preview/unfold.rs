@@ -12,7 +12,7 @@
 use super::lines::Lines;
 use super::{Direction, Selection};
 use crate::engine::capture::CaptureView;
-use crate::engine::outline::{Fold, LineText, Segment};
+use crate::engine::outline::{Fold, LineText, Segment, similar};
 
 /// What is left of a budget.
 #[derive(Debug, Clone, Copy)]
@@ -175,12 +175,12 @@ fn step(
         return false; // nothing is folded any more
     }
     if rest == 3 {
-        return open_all(lines, o, room);
+        return open_all(lines, run, o, room);
     }
     match side {
         Side::Front => {
             let next_at = o.rest_first.0 + o.rest_first.1.len + 1;
-            let Some(next) = lines.at(next_at, room.bytes) else {
+            let Some(next) = lines.at(next_at, room.bytes).filter(|l| of_the_run(run, l)) else {
                 return false;
             };
             if !room.take(1, next.len as usize + 1) {
@@ -190,7 +190,10 @@ fn step(
             o.front.push(first);
         }
         Side::Back => {
-            let Some((prev_at, prev)) = lines.before(o.rest_last.0, room.bytes) else {
+            let Some((prev_at, prev)) = lines
+                .before(o.rest_last.0, room.bytes)
+                .filter(|(_, l)| of_the_run(run, l))
+            else {
                 return false;
             };
             if !room.take(1, prev.len as usize + 1) {
@@ -203,14 +206,21 @@ fn step(
     true
 }
 
+/// Whether `line`, read for `run`, is like its first line, as every line of a similar run is.
+/// The spill holds the output by construction; this keeps the marker honest even if the file
+/// was changed under the daemon. (A first line kept only in part cannot be compared.)
+fn of_the_run(run: &Segment, line: &LineText) -> bool {
+    !run.head.is_whole() || similar(&run.head.text, &line.text)
+}
+
 /// Shows every line still folded, when each is in a buffer and all fit. What is left of a
 /// long run may be folded down to one hidden line (the marker still says only what is so:
 /// the lines are the run's), which is where this takes over.
-fn open_all(lines: &mut Lines<'_, '_>, o: &mut Opening, room: &mut Room) -> bool {
+fn open_all(lines: &mut Lines<'_, '_>, run: &Segment, o: &mut Opening, room: &mut Room) -> bool {
     let mut hidden = Vec::new();
     let mut at = o.rest_first.0 + o.rest_first.1.len + 1;
     while at < o.rest_last.0 {
-        let Some(line) = lines.at(at, room.bytes) else {
+        let Some(line) = lines.at(at, room.bytes).filter(|l| of_the_run(run, l)) else {
             return false;
         };
         at += line.len + 1;
