@@ -866,7 +866,11 @@ fn notice(
             let lines = if p.shown.is_empty() {
                 String::new()
             } else {
-                format!("lines {} and ", ranges_text(&p.shown, base))
+                format!(
+                    "{} {} and ",
+                    lines_word(&p.shown),
+                    ranges_text(&p.shown, base)
+                )
             };
             format!(
                 "showing {lines}the {} {} of line {}'s {} bytes",
@@ -876,7 +880,11 @@ fn notice(
                 part.info.line_bytes
             )
         }
-        None => format!("showing lines {}", ranges_text(&p.shown, base)),
+        None => format!(
+            "showing {} {}",
+            lines_word(&p.shown),
+            ranges_text(&p.shown, base)
+        ),
     };
     let mut text = if base == 0 {
         format!(
@@ -961,6 +969,14 @@ fn put(text: &mut String, step: &str) -> [usize; 2] {
     let start = text.len();
     text.push_str(step);
     [start, text.len()]
+}
+
+/// "line" before one line number, "lines" before ranges.
+fn lines_word(shown: &[LineRange]) -> &'static str {
+    match shown {
+        [one] if one.first == one.last => "line",
+        _ => "lines",
+    }
 }
 
 /// The shown ranges in words: all of them when they are few, else the first and last two and
@@ -1057,6 +1073,17 @@ mod tests {
             let expected = whole_range(p.total_lines);
             assert_eq!(p.shown, expected);
         }
+    }
+
+    #[test]
+    fn one_line_shown_is_named_as_one() {
+        let text = format!("start\n{}\n", "y".repeat(5000));
+        let p = preview_of(&text, 10, 300, Direction::Head);
+        assert!(
+            p.content.contains("showing line 1 of 2 lines"),
+            "{}",
+            p.content
+        );
     }
 
     #[test]

@@ -223,7 +223,11 @@ mod tests {
         std::fs::write(path, &changed).unwrap();
         let p = Preview::build(&view, Direction::Tail, &CliSteps);
         assert!(!p.content.contains("REPLACED"), "{}", p.content);
-        assert!(p.content.contains(" similar lines, lines 2-30"), "{}", p.content);
+        assert!(
+            p.content.contains(" similar lines, lines 2-30"),
+            "{}",
+            p.content
+        );
     }
 
     #[test]
