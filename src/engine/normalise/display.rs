@@ -390,7 +390,11 @@ impl Display {
         }
         out.push_str(&frame);
         self.line.ended += count_newlines(&frame);
-        self.last_frame = frame;
+        // Kept to tell a redraw of it, but only what a screen can show: in line mode the
+        // frame is a whole line, up to the line cap, and the screen model's memory stays
+        // bounded by the screen. A longer line drawn again after a clear is written again.
+        let fits = frame.len() <= self.rows * (self.cols * 4 + 1);
+        self.last_frame = if fits { frame } else { String::new() };
         self.frame_ended = self.line.ended;
     }
 }
