@@ -276,3 +276,27 @@ proptest! {
         });
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// A token budget binds as lines and bytes do: rules 1-3 and 5 hold, and a cut leaves no
+    /// more than a fifth of the tokens unused (the byte budget found for them grows back
+    /// after overshooting).
+    #[test]
+    fn token_budgets_hold_the_rules_and_are_filled(
+        text in log_line_runs(),
+        max_tokens in 20usize..3000,
+        dir in direction(),
+    ) {
+        engine(&EngineCase {
+            input: text.as_bytes(),
+            cuts: Vec::new(),
+            opts: NormaliseOptions::default(),
+            limits: Limits::new(2000, 51200).unwrap(),
+            direction: dir,
+            highlights: true,
+            max_tokens: Some(max_tokens),
+        });
+    }
+}

@@ -350,8 +350,8 @@ pub fn truncated_preview(
     }
     // A similar run is folded to two lines only while the budget has no room to open it.
     let similar_fold = p.content.contains(" similar lines, lines ");
-    if max_tokens.is_none() && (cut > 0 || similar_fold) {
-        check_fill(p, spill, &shown, (max_lines, max_bytes));
+    if cut > 0 || similar_fold {
+        check_fill(p, spill, &shown, (max_lines, max_bytes), max_tokens);
     }
     shown
 }
@@ -570,16 +570,30 @@ fn check_ends(p: &Preview, spill: &str, direction: Direction, (max_lines, max_by
 
 /// Never cut while there is room: when lines are cut and every line is small beside the
 /// budget, the shown lines fill at least 80 % of the limit that binds.
-fn check_fill(p: &Preview, spill: &str, shown: &str, (max_lines, max_bytes): (u64, u64)) {
+fn check_fill(
+    p: &Preview,
+    spill: &str,
+    shown: &str,
+    (max_lines, max_bytes): (u64, u64),
+    max_tokens: Option<usize>,
+) {
     let longest = spill.split_inclusive('\n').map(str::len).max().unwrap_or(0) as u64;
     if longest * 8 > max_bytes || max_lines < 8 || p.partial_line.is_some() {
         return;
     }
+    // The same for tokens: a line of over an eighth of the budget may leave a fifth unused.
+    let count = spillway::engine::tokens::count;
+    if max_tokens.is_some_and(|n| spill.split_inclusive('\n').any(|l| count(l) * 8 > n)) {
+        return;
+    }
     let lines: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
     let bytes = shown.len() as u64;
+    let tokens = max_tokens.map(|n| (count(shown), n));
     assert!(
-        lines * 10 >= max_lines * 8 || bytes * 10 >= max_bytes * 8,
-        "cut with room: {lines}/{max_lines} lines, {bytes}/{max_bytes} bytes"
+        lines * 10 >= max_lines * 8
+            || bytes * 10 >= max_bytes * 8
+            || tokens.is_some_and(|(t, n)| t * 10 >= n * 8),
+        "cut with room: {lines}/{max_lines} lines, {bytes}/{max_bytes} bytes, tokens {tokens:?}"
     );
 }
 
@@ -654,8 +668,12 @@ fn check_notice(case: &EngineCase<'_>, p: &Preview) {
         ),
         [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     };
+    let lines = match p.shown.as_slice() {
+        [one] if one.first == one.last => "line",
+        _ => "lines",
+    };
     assert!(
-        notice.contains(&format!("showing lines {listed}")),
+        notice.contains(&format!("showing {lines} {listed}")),
         "{listed} not in {notice:?}"
     );
 }

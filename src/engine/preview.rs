@@ -351,29 +351,54 @@ fn take<'a>(
 
 /// Selects within a byte budget small enough that the shown text fits `max_tokens`; true when
 /// the tokens, not the lines or bytes, were the binding limit.
+///
+/// The budget shrinks in proportion to the tokens over (aiming a little under) until the text
+/// fits, then grows back by bisection towards the smallest budget known not to fit: a budget
+/// that shrank too far would leave a fifth of the tokens unused, and a line of few tokens per
+/// byte (a rule of `=`, a hash) makes the proportion a poor guess.
 fn fit_tokens(
     view: &CaptureView<'_>,
     direction: Direction,
     max_tokens: usize,
 ) -> (Selection, bool) {
     let max_lines = view.limits.max_lines();
-    let mut max_bytes = view.limits.max_bytes();
-    let mut shrunk = false;
-    loop {
+    let select = |max_bytes: usize| {
         let selection = select_with_highlights(view, direction, max_lines, max_bytes);
         let tokens = crate::engine::tokens::count(&shown_text(view, &selection));
+        (selection, tokens)
+    };
+    let mut max_bytes = view.limits.max_bytes();
+    let mut too_big = None;
+    let (mut fits, mut fit_bytes) = loop {
+        let (selection, tokens) = select(max_bytes);
         if tokens <= max_tokens || max_bytes == 1 {
-            let selection = Selection {
-                max_tokens: Some(max_tokens),
-                ..selection
-            };
-            return (selection, shrunk);
+            break (selection, max_bytes);
         }
+        too_big = Some(max_bytes);
         // Aim a little under, in proportion: each pass cuts the budget by 10 % at least.
         let aim = (max_bytes as u128 * max_tokens as u128 * 9 / (tokens as u128 * 10)) as usize;
         max_bytes = aim.clamp(1, max_bytes * 9 / 10);
-        shrunk = true;
+    };
+    if let Some(mut over) = too_big {
+        // Within 2 % of the best budget, in at most 8 more selections.
+        for _ in 0..8 {
+            if over - fit_bytes <= (fit_bytes / 50).max(1) {
+                break;
+            }
+            let middle = fit_bytes + (over - fit_bytes) / 2;
+            let (selection, tokens) = select(middle);
+            if tokens <= max_tokens {
+                (fits, fit_bytes) = (selection, middle);
+            } else {
+                over = middle;
+            }
+        }
     }
+    let selection = Selection {
+        max_tokens: Some(max_tokens),
+        ..fits
+    };
+    (selection, too_big.is_some())
 }
 
 /// The output text a selection shows (markers and notice excluded): what a budget counts.
@@ -934,12 +959,12 @@ fn notice(
             // it is a template. Either way the path is named once more, not twice.
             let pattern = match more_highlights(view, s, p) {
                 Some(more) => {
-                    let (lines, look) = if more == 1 {
-                        ("line", "looks")
+                    let what = if more == 1 {
+                        "line looks like an error"
                     } else {
-                        ("lines", "look")
+                        "lines look like errors"
                     };
-                    let _ = write!(text, "{more} more omitted {lines} {look} like errors: ");
+                    let _ = write!(text, "{more} more omitted {what}: ");
                     HIGHLIGHT_GREP
                 }
                 None => {
