@@ -423,10 +423,21 @@ fn check_shown(
         body.get(body.len() - n..)
     };
     let cut = cut.expect("the partial line is cut at a char boundary");
-    if from_head {
+    if from_head && part.line == 1 {
         assert!(
             p.content.starts_with(cut),
             "the partial line starts the preview"
+        );
+    } else if from_head {
+        // After a head's whole lines (or its fold): a line none of them shows.
+        assert!(
+            p.shown
+                .iter()
+                .all(|r| r.last < part.line || r.first > part.line)
+        );
+        assert!(
+            p.content.contains(cut),
+            "the partial line is in the preview"
         );
     } else {
         assert!(

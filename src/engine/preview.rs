@@ -80,8 +80,8 @@ impl Selection {
     /// The last line the head covers (0: none).
     fn head_end(&self) -> u64 {
         match (&self.head.last(), &self.head_partial) {
-            (Some(seg), _) => seg.last_line(),
-            (None, Some(p)) => p.info.line,
+            (_, Some(p)) => p.info.line,
+            (Some(seg), None) => seg.last_line(),
             (None, None) => 0,
         }
     }
@@ -412,10 +412,10 @@ fn shown_text(view: &CaptureView<'_>, s: &Selection) -> String {
             }
         }
     };
+    push_segments(&mut text, &s.head);
     if let Some(p) = &s.head_partial {
         text.push_str(&String::from_utf8_lossy(&view.head[p.start..p.end]));
     }
-    push_segments(&mut text, &s.head);
     for h in &s.highlights {
         text.push_str(&h.text);
     }
@@ -596,6 +596,8 @@ fn select(
     };
     if wants_head && head.count == 0 && total > 0 && head_budget > 0 {
         s.head_partial = Some(partial(view, true, head_budget));
+    } else if direction == Direction::Head && head.lines < max_lines {
+        s.head_partial = next_in_part(view, &s.head, front.get(head.count), max_bytes - head.bytes);
     }
     let (head_lines, head_bytes) = match &s.head_partial {
         Some(p) => (1, p.end - p.start),
@@ -649,6 +651,35 @@ fn partial(view: &CaptureView<'_>, from_head: bool, budget: usize) -> Partial {
             line_bytes: view.last_line_bytes,
         },
     }
+}
+
+/// The start of the line after a head's whole lines, when that line is too long for the room
+/// left and the room is over a fifth of the budget: a head preview of `start` and a 100 KB line
+/// shows the line's start rather than leave the budget unused. `next` is the line's segment.
+fn next_in_part(
+    view: &CaptureView<'_>,
+    head: &[Segment],
+    next: Option<&&Segment>,
+    room: usize,
+) -> Option<Partial> {
+    let next = next?;
+    if room * 5 <= view.limits.max_bytes() || (next.head.len as usize) < room {
+        return None;
+    }
+    let start = usize::try_from(head.iter().map(|seg| seg.bytes).sum::<u64>()).ok()?;
+    let rest = view.head.get(start..)?;
+    let mut end = floor_char_boundary(rest, room.min(rest.len()));
+    end = token_boundary_before(&rest[..end]);
+    (end > 0).then(|| Partial {
+        from_head: true,
+        start,
+        end: start + end,
+        info: PartialLine {
+            line: next.first,
+            shown_bytes: end as u64,
+            line_bytes: next.head.len,
+        },
+    })
 }
 
 /// How far a cut may move to leave no piece of a word at the edge of a partial line: a piece of
@@ -789,15 +820,16 @@ fn render(
 ) -> (String, Option<NextSteps>) {
     let base = offset.lines;
     let mut out = String::with_capacity(view.limits.max_bytes() + 1024);
+    render_segments(&mut out, &s.head, base);
     if let Some(p) = &s.head_partial {
         out.push_str(&String::from_utf8_lossy(&view.head[p.start..p.end]));
         let _ = writeln!(
             out,
-            "\n[... line 1 goes on: {} more bytes ...]",
+            "\n[... line {} goes on: {} more bytes ...]",
+            base + p.info.line,
             p.info.line_bytes - p.info.shown_bytes
         );
     }
-    render_segments(&mut out, &s.head, base);
     let total = view.total_lines;
     let (first, last) = (s.head_end() + 1, s.tail_start(total) - 1);
     if first <= last {
@@ -1101,11 +1133,30 @@ mod tests {
     }
 
     #[test]
-    fn one_line_shown_is_named_as_one() {
-        let text = format!("start\n{}\n", "y".repeat(5000));
+    fn a_head_shows_the_start_of_a_line_too_long_for_the_room_left() {
+        let text = format!("start\nsecond\n{}\nafter\n", "z".repeat(5000));
         let p = preview_of(&text, 10, 300, Direction::Head);
+        assert_eq!(p.shown, vec![LineRange { first: 1, last: 2 }]);
+        let part = p.partial_line.unwrap();
+        assert_eq!((part.line, part.line_bytes), (3, 5000));
+        assert!(part.shown_bytes >= 280, "{part:?}");
+        let shown = "z".repeat(part.shown_bytes as usize);
         assert!(
-            p.content.contains("showing line 1 of 2 lines"),
+            p.content
+                .starts_with(&format!("start\nsecond\n{shown}\n[... line 3 goes on: "))
+        );
+        assert!(p.content.contains("showing lines 1-2 and the first "));
+        // Little room left (under a fifth of the budget): the lines alone.
+        let text = format!("{}\n{}\n", "a".repeat(250), "z".repeat(5000));
+        let p = preview_of(&text, 10, 300, Direction::Head);
+        assert_eq!((p.shown.len(), p.partial_line), (1, None));
+    }
+
+    #[test]
+    fn one_line_shown_is_named_as_one() {
+        let p = preview_of(&numbered(5), 1, 300, Direction::Head);
+        assert!(
+            p.content.contains("showing line 1 of 5 lines"),
             "{}",
             p.content
         );
