@@ -445,6 +445,16 @@ fn check_shown(
             "the partial line is in the preview"
         );
     }
+    if from_head {
+        // In the preview's order (what a token budget counts): the head's lines, the partial
+        // line, then what is after it.
+        let (before, after): (Vec<LineRange>, Vec<LineRange>) =
+            p.shown.iter().partition(|r| r.last < part.line);
+        let text = |ranges: &[LineRange]| -> String {
+            ranges.iter().map(|&r| line_range(spill, r)).collect()
+        };
+        return format!("{}{cut}{}", text(&before), text(&after));
+    }
     shown.push_str(cut);
     shown
 }
