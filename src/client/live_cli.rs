@@ -554,15 +554,11 @@ fn ps_table(runs: &[LiveRun]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::capture::{Capture, Limits, SpillPolicy};
-    use crate::engine::preview::CliSteps;
+    use crate::protocol::Preview;
     use crate::protocol::RunStatus;
-    use crate::protocol::{Direction, Preview};
 
     fn empty_preview() -> Preview {
-        let mut capture = Capture::new(Limits::default(), SpillPolicy::Never);
-        capture.finish();
-        Preview::build(&capture.view(), Direction::Both, &CliSteps)
+        Preview::whole(String::new(), 0)
     }
 
     fn running(first_line: u64, total_lines: u64, idle_ms: u64) -> RunningEvent {

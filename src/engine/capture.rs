@@ -352,20 +352,17 @@ impl Capture {
         let start = self.tail.len() - window;
         let tail_at_line_start =
             window as u64 == self.total_bytes || (start > 0 && self.tail[start - 1] == b'\n');
-        let (spill_path, spill_problem) = match &self.spill {
-            Spill::Off | Spill::Pending(_) => (None, None),
+        let (spill_path, spill_in_file, spill_problem) = match &self.spill {
+            Spill::Off | Spill::Pending(_) => (None, 0, None),
             Spill::Open(file) => (
                 Some(file.path()),
+                file.in_file(),
                 file.error().map(|e| SpillProblem::Incomplete {
                     written: file.written(),
                     error: e,
                 }),
             ),
-            Spill::Failed(e) => (None, Some(SpillProblem::NotCreated { error: e })),
-        };
-        let spill_in_file = match &self.spill {
-            Spill::Open(file) => file.in_file(),
-            _ => 0,
+            Spill::Failed(e) => (None, 0, Some(SpillProblem::NotCreated { error: e })),
         };
         CaptureView {
             limits: self.limits,

@@ -491,24 +491,18 @@ impl Highlighter {
         if self.wants_after == 0 {
             return;
         }
-        let continuation = &self.patterns.continuation;
-        let Some(candidate) = (if self.last_in_recent {
-            self.latest.back_mut()
-        } else {
-            self.kept.last_mut()
-        }) else {
+        // One blank line may sit inside a block (a Go panic's, between its signal and its
+        // goroutine); it is kept only if the block goes on after it.
+        let blank = line.trim().is_empty();
+        let continues = blank || self.patterns.continuation.is_match(line);
+        let Some(candidate) = self.last_kept() else {
             self.wants_after = 0;
             return;
         };
         let bytes: usize = candidate.after.iter().map(String::len).sum();
-        // One blank line may sit inside a block (a Go panic's, between its signal and its
-        // goroutine); it is kept only if the block goes on after it.
-        let blank = line.trim().is_empty();
         let after_blank = candidate.after.last().is_some_and(|l| l.trim().is_empty());
-        let ends = cut
-            || bytes + line.len() > CONTEXT_BYTES
-            || (blank && after_blank)
-            || (!blank && !continuation.is_match(line));
+        let ends =
+            cut || bytes + line.len() > CONTEXT_BYTES || (blank && after_blank) || !continues;
         if !ends {
             candidate.after.push(line.to_string());
             self.wants_after -= 1;

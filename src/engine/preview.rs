@@ -203,19 +203,12 @@ impl Preview {
                 crate::engine::tokens::count(&String::from_utf8_lossy(view.head)) <= n
             })
         {
+            let content = String::from_utf8_lossy(view.head).into_owned();
             return Preview {
-                truncated: false,
-                content: String::from_utf8_lossy(view.head).into_owned(),
                 spill_path,
-                total_lines: view.total_lines,
                 total_bytes: view.total_bytes,
-                truncated_by: None,
-                shown: whole_range(view.total_lines),
-                omitted_lines: 0,
-                partial_line: None,
                 spill_capped: view.spill_capped,
-                redactions: Counts::new(),
-                next: None,
+                ..Preview::whole(content, view.total_lines)
             };
         }
         let (max_lines, max_bytes) = (limits.max_lines(), limits.max_bytes());
@@ -307,17 +300,6 @@ impl Preview {
         }
         self.total_lines += offset.lines;
         self.total_bytes += offset.bytes;
-    }
-}
-
-fn whole_range(total_lines: u64) -> Vec<LineRange> {
-    if total_lines == 0 {
-        Vec::new()
-    } else {
-        vec![LineRange {
-            first: 1,
-            last: total_lines,
-        }]
     }
 }
 
@@ -1127,7 +1109,7 @@ mod tests {
             assert_eq!(p.content, text);
             assert_eq!(p.truncated_by, None);
             assert_eq!(p.omitted_lines, 0);
-            let expected = whole_range(p.total_lines);
+            let expected = Preview::whole(text.to_string(), p.total_lines).shown;
             assert_eq!(p.shown, expected);
         }
     }

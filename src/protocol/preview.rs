@@ -128,6 +128,32 @@ impl NextSteps {
 }
 
 impl Preview {
+    /// The preview of an output of `total_lines` lines that is shown whole: `content` is all
+    /// of it, and nothing was spilled, capped or redacted (callers set what differs).
+    pub fn whole(content: String, total_lines: u64) -> Preview {
+        Preview {
+            truncated: false,
+            total_bytes: content.len() as u64,
+            content,
+            spill_path: None,
+            total_lines,
+            truncated_by: None,
+            shown: if total_lines == 0 {
+                Vec::new()
+            } else {
+                vec![LineRange {
+                    first: 1,
+                    last: total_lines,
+                }]
+            },
+            omitted_lines: 0,
+            partial_line: None,
+            spill_capped: None,
+            redactions: Counts::new(),
+            next: None,
+        }
+    }
+
     /// The content with its next steps worded by `steps` instead of as sent: the steps are
     /// replaced where [`NextSteps`] says they stand, so nothing is parsed back out of text.
     /// Content whose steps are not where they are said to be is left as it is.

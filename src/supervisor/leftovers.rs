@@ -177,18 +177,8 @@ mod tests {
     fn the_mcp_wording_replaces_the_cli_line() {
         let stopped = [server_at(8000)];
         let mut preview = Preview {
-            truncated: false,
-            content: "served\n".into(),
-            spill_path: None,
-            total_lines: 1,
-            total_bytes: 7,
-            truncated_by: None,
             shown: Vec::new(),
-            omitted_lines: 0,
-            partial_line: None,
-            spill_capped: None,
-            redactions: Default::default(),
-            next: None,
+            ..Preview::whole("served\n".into(), 1)
         };
         annotate(&mut preview, &stopped, &[], None);
         assert!(preview.content.starts_with("served\n[spillway: stopped"));

@@ -240,18 +240,8 @@ mod tests {
 
     fn preview(content: &str, total_lines: u64) -> Preview {
         Preview {
-            truncated: false,
-            content: content.to_string(),
-            spill_path: None,
-            total_lines,
-            total_bytes: content.len() as u64,
-            truncated_by: None,
             shown: Vec::new(),
-            omitted_lines: 0,
-            partial_line: None,
-            spill_capped: None,
-            redactions: Default::default(),
-            next: None,
+            ..Preview::whole(content.to_string(), total_lines)
         }
     }
 

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::capture::{Capture, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits, SpillPolicy};
+use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::engine::highlight::Patterns;
-use crate::engine::preview::CliSteps;
 use crate::engine::snapshot::{Cursor, RangeCapture};
 use crate::protocol::{
     Direction, ErrorCode, ErrorEvent, Event, ExitEvent, Preview, RunId, RunStatus, RunningEvent,
@@ -190,20 +189,20 @@ pub(super) fn preview_of_file(path: &Path) -> Result<Preview, String> {
 
 /// The preview of a run whose output is gone: its counts, and a notice that says so.
 pub(super) fn gone_preview(row: &RunRow) -> Preview {
-    let mut capture = Capture::new(Limits::default(), SpillPolicy::Never);
-    capture.finish();
-    let mut preview = Preview::build(&capture.view(), Direction::Both, &CliSteps);
-    preview.content = format!(
+    let total_lines = row.total_lines.unwrap_or(0);
+    let total_bytes = row.total_bytes.unwrap_or(0);
+    let content = format!(
         "[spillway: the output of run {} is gone (its spill file was deleted or lost); its record remains]\n",
         row.id
     );
-    preview.spill_path = row.spill_path.clone();
-    preview.total_lines = row.total_lines.unwrap_or(0);
-    preview.total_bytes = row.total_bytes.unwrap_or(0);
-    preview.truncated = preview.total_bytes > 0;
-    preview.shown = Vec::new();
-    preview.omitted_lines = preview.total_lines;
-    preview
+    Preview {
+        truncated: total_bytes > 0,
+        spill_path: row.spill_path.clone(),
+        total_bytes,
+        shown: Vec::new(),
+        omitted_lines: total_lines,
+        ..Preview::whole(content, total_lines)
+    }
 }
 
 pub(super) fn exit_of_row(row: &RunRow, preview: Preview) -> Event {

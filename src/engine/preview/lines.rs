@@ -41,41 +41,32 @@ impl<'v, 'a> Lines<'v, 'a> {
     /// from the spill only if it is at most `max` bytes with its newline (a longer one could
     /// not be shown).
     pub(super) fn at(&mut self, at: u64, max: usize) -> Option<LineText> {
-        head_line(self.view, at)
-            .or_else(|| tail_line_at(self.view, at))
-            .or_else(|| self.spill_line_at(at, max))
+        let [head, tail] = buffers(self.view);
+        head.line_at(at).or_else(|| tail.line_at(at)).or_else(|| {
+            self.spill(at, at + max as u64, at + WINDOW.max(max as u64))?
+                .line_at(at)
+        })
     }
 
     /// The line that ends (with its newline) just before output byte `at`, and where it
     /// starts; from the spill only if it is at most `max` bytes with its newline.
     pub(super) fn before(&mut self, at: u64, max: usize) -> Option<(u64, LineText)> {
-        tail_line_before(self.view, at)
-            .or_else(|| head_line_before(self.view, at))
-            .or_else(|| self.spill_line_before(at, max))
-    }
-
-    fn spill_line_at(&mut self, at: u64, max: usize) -> Option<LineText> {
-        let bytes = self.read(at, at + max as u64, at + WINDOW.max(max as u64))?;
-        let len = memchr::memchr(b'\n', bytes)?;
-        whole(&bytes[..len])
-    }
-
-    fn spill_line_before(&mut self, at: u64, max: usize) -> Option<(u64, LineText)> {
+        let [head, tail] = buffers(self.view);
         // One byte more than the line may take: the newline that ends the line before it.
         let from = at.saturating_sub(max as u64 + 1);
-        let bytes = self.read(from, at, at.saturating_sub(WINDOW.max(max as u64)))?;
-        let (&last, body) = bytes.split_last()?;
-        if last != b'\n' {
-            return None;
-        }
-        let start = match memchr::memrchr(b'\n', body) {
-            Some(newline) => newline + 1,
-            // No line break before it within `max` bytes: the line starts the output, or it
-            // is too long to show.
-            None if from == 0 => 0,
-            None => return None,
-        };
-        Some((from + start as u64, whole(&body[start..])?))
+        let reach = at.saturating_sub(WINDOW.max(max as u64));
+        tail.line_before(at)
+            .or_else(|| head.line_before(at))
+            .or_else(|| self.spill(from, at, reach)?.line_before(at))
+    }
+
+    /// Output bytes `start..end` from the spill as a [`Window`] (see [`Lines::read`]).
+    fn spill(&mut self, start: u64, end: u64, reach: u64) -> Option<Window<'_>> {
+        Some(Window {
+            from: start,
+            bytes: self.read(start, end, reach)?,
+            starts_line: start == 0,
+        })
     }
 
     /// Output bytes `start..end` from the spill file (fewer where the file has not got that
@@ -99,50 +90,60 @@ impl<'v, 'a> Lines<'v, 'a> {
     }
 }
 
-/// The whole line starting at output byte `at`, when the head buffer holds it with its newline.
-fn head_line(view: &CaptureView<'_>, at: u64) -> Option<LineText> {
-    let start = usize::try_from(at).ok()?;
-    let rest = view.head.get(start..)?;
-    let len = memchr::memchr(b'\n', rest)?;
-    whole(&rest[..len])
+/// Bytes of the output from offset `from` on: a buffer of the capture, or a read of the spill.
+#[derive(Debug, Clone, Copy)]
+struct Window<'b> {
+    from: u64,
+    bytes: &'b [u8],
+    /// Whether `from` is known to begin a line (a line may then start at the window's start
+    /// without a newline before it).
+    starts_line: bool,
 }
 
-/// The line that ends (with its newline) just before output byte `at`, and where it starts,
-/// when the head buffer holds all of it.
-fn head_line_before(view: &CaptureView<'_>, at: u64) -> Option<(u64, LineText)> {
-    let end = usize::try_from(at).ok()?;
-    if end == 0 || view.head.get(end - 1) != Some(&b'\n') {
-        return None;
-    }
-    let body = &view.head[..end - 1];
-    let start = memchr::memrchr(b'\n', body).map_or(0, |newline| newline + 1);
-    Some((start as u64, whole(&body[start..])?))
+/// The capture's head buffer (the output's start) and its tail buffer.
+fn buffers<'b>(view: &'b CaptureView<'_>) -> [Window<'b>; 2] {
+    let head = Window {
+        from: 0,
+        bytes: view.head,
+        starts_line: true,
+    };
+    let tail = Window {
+        from: view.total_bytes - view.tail.len() as u64,
+        bytes: view.tail,
+        starts_line: false,
+    };
+    [head, tail]
 }
 
-/// The whole line starting at output byte `at`, when the tail buffer holds it with its newline.
-fn tail_line_at(view: &CaptureView<'_>, at: u64) -> Option<LineText> {
-    let tail_start = view.total_bytes - view.tail.len() as u64;
-    let start = usize::try_from(at.checked_sub(tail_start)?).ok()?;
-    if start > 0 && view.tail[start - 1] != b'\n' {
-        return None;
+impl Window<'_> {
+    /// The whole line starting at output byte `at`, when the window holds it with its newline.
+    fn line_at(self, at: u64) -> Option<LineText> {
+        let start = usize::try_from(at.checked_sub(self.from)?).ok()?;
+        if start > 0 && self.bytes.get(start - 1) != Some(&b'\n') {
+            return None;
+        }
+        let rest = self.bytes.get(start..)?;
+        let len = memchr::memchr(b'\n', rest)?;
+        whole(&rest[..len])
     }
-    let rest = view.tail.get(start..)?;
-    let len = memchr::memchr(b'\n', rest)?;
-    whole(&rest[..len])
-}
 
-/// The line that ends (with its newline) just before output byte `at`, and where it starts,
-/// when the tail buffer holds all of it.
-fn tail_line_before(view: &CaptureView<'_>, at: u64) -> Option<(u64, LineText)> {
-    let tail_start = view.total_bytes - view.tail.len() as u64;
-    let end = usize::try_from(at.checked_sub(tail_start)?).ok()?;
-    if end == 0 || view.tail.get(end - 1) != Some(&b'\n') {
-        return None;
+    /// The line that ends (with its newline) just before output byte `at`, and where it
+    /// starts, when the window holds all of it.
+    fn line_before(self, at: u64) -> Option<(u64, LineText)> {
+        let end = usize::try_from(at.checked_sub(self.from)?).ok()?;
+        if end == 0 || self.bytes.get(end - 1) != Some(&b'\n') {
+            return None;
+        }
+        let body = &self.bytes[..end - 1];
+        let start = match memchr::memrchr(b'\n', body) {
+            Some(newline) => newline + 1,
+            // No line break before it in the window: the line starts at the window's start
+            // if that starts a line; else it is longer than the window.
+            None if self.starts_line => 0,
+            None => return None,
+        };
+        Some((self.from + start as u64, whole(&body[start..])?))
     }
-    let body = &view.tail[..end - 1];
-    let start = memchr::memrchr(b'\n', body)? + 1;
-    let line = whole(&body[start..])?;
-    Some((tail_start + start as u64, line))
 }
 
 fn whole(bytes: &[u8]) -> Option<LineText> {
