@@ -11,14 +11,14 @@ use spillway::protocol::{Event, parse_request};
 
 const TRANSCRIPT: &str = include_str!("fixtures/protocol-v1.jsonl");
 
-const OPS: [&str; 12] = [
+const OPS: [&str; 15] = [
     "run", "ping", "history", "show", "grep", "stats", "purge", "wait", "send", "follow", "ps",
-    "kill",
+    "kill", "resize", "status", "shutdown",
 ];
 
-const EVENTS: [&str; 15] = [
+const EVENTS: [&str; 18] = [
     "started", "exit", "error", "pong", "history", "show", "grep", "stats", "purge", "running",
-    "output", "raw", "lagged", "sent", "ps",
+    "output", "raw", "lagged", "sent", "ps", "resized", "status", "stopping",
 ];
 
 fn messages() -> Vec<(String, Value)> {

@@ -23,5 +23,6 @@ mod runaway;
 mod screen;
 mod servers;
 mod supervisor;
+mod terminal;
 mod tokens;
 mod truncate_cli;

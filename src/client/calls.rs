@@ -5,8 +5,9 @@
 use crate::client::{Connection, Endpoint};
 use crate::protocol::{
     ErrorEvent, Event, ExitEvent, GrepEvent, GrepRequest, HistoryEvent, HistoryRequest,
-    KillRequest, PsEvent, PsRequest, PurgeReport, PurgeRequest, Request, RunRequest, RunningEvent,
-    SendRequest, SentEvent, ShowEvent, ShowRequest, StatsEvent, WaitRequest,
+    KillRequest, PsEvent, PsRequest, PurgeReport, PurgeRequest, Request, ResizeRequest,
+    ResizedEvent, RunRequest, RunningEvent, SendRequest, SentEvent, ShowEvent, ShowRequest,
+    StatsEvent, WaitRequest,
 };
 
 /// Why a call got no answer of the kind it asked for.
@@ -88,6 +89,11 @@ pub fn wait(endpoint: &Endpoint, request: WaitRequest) -> Result<RunAnswer, Call
 /// `kill`: the run's exit once it has ended.
 pub fn kill(endpoint: &Endpoint, request: KillRequest) -> Result<Box<ExitEvent>, CallError> {
     call(endpoint, &Request::Kill(request), expect!(Exit))
+}
+
+/// `resize`: the run's terminal's new size.
+pub fn resize(endpoint: &Endpoint, request: ResizeRequest) -> Result<ResizedEvent, CallError> {
+    call(endpoint, &Request::Resize(request), expect!(Resized))
 }
 
 /// `send`: what was typed.

@@ -21,12 +21,14 @@ use crate::client::args::{
     parse_when,
 };
 use crate::client::exit::{EXIT_FAILURE, print_exit};
+use crate::client::interrupt::{self, Forwarder, RunEvents};
 use crate::client::live_cli::{self, LiveRunArgs};
 use crate::client::local::{
     CountTokensArgs, ReadArgs, TruncateArgs, count_tokens, read_spill, truncate,
 };
 use crate::client::ops;
 use crate::client::run_request::{self, ToRun};
+use crate::client::stdin;
 use crate::engine::redact::Redactor;
 use crate::protocol::{
     Direction, Event, GrepRequest, HistoryRequest, PurgeRequest, Request, RunId, RunRequest,
@@ -61,7 +63,8 @@ enum Command {
     /// Starts a daemon if none is running. Exits with the command's exit code: 128+N when
     /// signal N ended it, 124 when it timed out, 125 when spillway itself failed.
     Run(Box<RunArgs>),
-    /// Run the daemon in the foreground (logs on stderr; `SPILLWAY_LOG` sets the level).
+    /// Run the daemon in the foreground (logs on stderr; `SPILLWAY_LOG` sets the level), or
+    /// see, stop or restart the one that serves (status, stop, restart).
     Daemon(DaemonArgs),
     /// List past and running runs, newest first.
     History(HistoryArgs),
@@ -241,11 +244,11 @@ struct RunArgs {
     /// Use a pipe instead of a terminal: faster for bulk output; stdin is empty.
     #[arg(long)]
     no_tty: bool,
-    /// Terminal width [default: 200].
-    #[arg(long, value_name = "N")]
+    /// Terminal width [default: this terminal's when the output is shown live on one, else 200].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     cols: Option<u16>,
-    /// Terminal height [default: 50].
-    #[arg(long, value_name = "N")]
+    /// Terminal height [default: this terminal's when the output is shown live on one, else 50].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     rows: Option<u16>,
     /// TERM for the command [default: xterm-256color].
     #[arg(long, value_name = "TERM")]
@@ -276,14 +279,16 @@ struct RunArgs {
     #[arg(
         value_name = "CMD",
         trailing_var_arg = true,
-        allow_hyphen_values = true,
         required_unless_present = "shell"
     )]
     command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 struct DaemonArgs {
+    #[command(subcommand)]
+    action: Option<crate::client::daemon_cli::DaemonAction>,
     #[command(flatten)]
     endpoint: EndpointArgs,
     /// Exit after this long with no runs and no clients [default: never].
@@ -408,6 +413,11 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     };
     let begun = run_request::here(command, args.cwd.as_deref())
         .context("cannot determine the working directory")?;
+    let live = args.live.at_terminal(args.json, args.until.is_set());
+    let stdin = stdin::to_pass();
+    // A person watching the run: the command gets this terminal's size, and its changes.
+    let watched = live.follow && !args.no_tty && args.cols.is_none() && args.rows.is_none();
+    let size = watched.then(interrupt::terminal_size).flatten();
     let request = RunRequest {
         no_redact: args.redact.no_redact,
         env: args.env.into_iter().collect(),
@@ -419,8 +429,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)),
         tags: args.tags.into_iter().collect(),
         tty: Some(!args.no_tty),
-        cols: args.cols,
-        rows: args.rows,
+        cols: args.cols.or(size.map(|(cols, _)| cols)),
+        rows: args.rows.or(size.map(|(_, rows)| rows)),
         term: args.term,
         raw: Some(args.raw),
         max_tokens: args.max_tokens,
@@ -428,13 +438,14 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         highlight: args.highlights.extra.clone(),
         no_highlights: args.highlights.no_highlights.then_some(true),
         yield_ms: args.live.yield_ms(),
-        kill_on_disconnect: args.live.kill_on_disconnect.then_some(true),
-        stream: args.live.stream(args.json),
+        kill_on_disconnect: live.kill_on_disconnect.then_some(true),
+        stream: live.stream(args.json),
         until: args.until.until.clone(),
         until_port: args.until.until_port,
         memory: args.resources.memory,
         pids: args.resources.pids,
         cpu: args.resources.cpu,
+        stdin_fd: stdin.is_some(),
         ..begun
     };
     args.resources
@@ -442,12 +453,18 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         .check()
         .map_err(anyhow::Error::msg)?;
     let mut connection = Connection::open(&endpoint)?;
-    connection.send(&Request::Run(Box::new(request)))?;
-    if args.live.is_live() || args.until.is_set() {
-        return live_cli::finish_run(&mut connection, &args.live, args.json);
+    let forwarder = Forwarder::start(&endpoint, size.is_some());
+    let request = Request::Run(Box::new(request));
+    match stdin {
+        Some(fd) => connection.send_passing(&request, fd)?,
+        None => connection.send(&request)?,
+    }
+    let mut events = RunEvents::new(connection, forwarder);
+    if live.is_live() || args.until.is_set() {
+        return live_cli::finish_run(&mut events, &live, args.json);
     }
     loop {
-        match connection.next_event()? {
+        match events.next_event()? {
             Event::Exit(exit) => return print_exit(&exit, args.json),
             Event::Error(error) => {
                 if args.json {
@@ -522,6 +539,9 @@ fn purge(args: PurgeArgs) -> Result<ExitCode> {
 }
 
 fn daemon(args: DaemonArgs) -> Result<ExitCode> {
+    if let Some(action) = args.action {
+        return crate::client::daemon_cli::act(action);
+    }
     init_logging();
     let endpoint = args.endpoint.resolve()?;
     crate::daemon::run(crate::daemon::DaemonConfig {

@@ -16,7 +16,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::protocol::{Event, Request};
+use crate::protocol::{Event, PROTOCOL_VERSION, PongEvent, Request};
 use crate::storage::spill::DataDir;
 
 /// How long a daemon started on demand may take to answer.
@@ -52,9 +52,9 @@ pub struct Connection {
 impl Connection {
     /// Connects to the daemon, starting one if nobody answers on the socket.
     pub fn open(endpoint: &Endpoint) -> Result<Connection> {
-        let stream = match UnixStream::connect(&endpoint.socket) {
-            Ok(stream) => stream,
-            Err(e) if is_absent(&e) => start_daemon(endpoint)?,
+        let (stream, started) = match UnixStream::connect(&endpoint.socket) {
+            Ok(stream) => (stream, false),
+            Err(e) if is_absent(&e) => (start_daemon(endpoint)?, true),
             Err(e) => {
                 return Err(e).with_context(|| {
                     format!(
@@ -64,7 +64,30 @@ impl Connection {
                 });
             }
         };
-        check_peer(&stream, &endpoint.socket)?;
+        let mut connection = Connection::checked(stream, &endpoint.socket)?;
+        if !started {
+            connection.check_version(&endpoint.socket);
+        }
+        Ok(connection)
+    }
+
+    /// Connects to the daemon if one answers; `None` when nobody listens (nothing is started).
+    pub fn existing(endpoint: &Endpoint) -> Result<Option<Connection>> {
+        match UnixStream::connect(&endpoint.socket) {
+            Ok(stream) => Connection::checked(stream, &endpoint.socket).map(Some),
+            Err(e) if is_absent(&e) => Ok(None),
+            Err(e) => Err(e).with_context(|| {
+                format!(
+                    "cannot connect to the daemon at {}",
+                    endpoint.socket.display()
+                )
+            }),
+        }
+    }
+
+    /// A connection on `stream` once its peer is known to be our own user.
+    fn checked(stream: UnixStream, socket: &Path) -> Result<Connection> {
+        check_peer(&stream, socket)?;
         let writer = stream
             .try_clone()
             .context("cannot clone the daemon connection")?;
@@ -74,6 +97,17 @@ impl Connection {
         })
     }
 
+    /// The version handshake: a daemon of another version than this client (one started by
+    /// an older build, say) still serves, but the person is told, once, plainly.
+    fn check_version(&mut self, socket: &Path) {
+        let answer = self.send(&Request::Ping).and_then(|()| self.next_event());
+        if let Ok(Event::Pong(pong)) = answer
+            && let Some(warning) = version_warning(&pong, socket)
+        {
+            let _ = writeln!(std::io::stderr(), "{warning}");
+        }
+    }
+
     /// Sends one request. A daemon that hung up first may have said why (a refusal); either
     /// way the error carries no broken pipe, which the CLI would take for a closed stdout and
     /// so for success.
@@ -81,9 +115,35 @@ impl Connection {
         self.send_line(&request.to_line())
     }
 
+    /// Sends one request with a file descriptor (`SCM_RIGHTS`) on its line's first byte: the
+    /// command's standard input, for a request with `stdin_fd`.
+    pub fn send_passing(&mut self, request: &Request, fd: BorrowedFd<'_>) -> Result<()> {
+        use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+        let line = request.to_line();
+        let fds = [fd.as_raw_fd()];
+        let sent = sendmsg::<()>(
+            self.writer.as_raw_fd(),
+            &[std::io::IoSlice::new(line.as_bytes())],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        );
+        let written = match sent {
+            Ok(n) => self.writer.write_all(&line.as_bytes()[n..]),
+            Err(e) => Err(std::io::Error::from(e)),
+        };
+        self.sent(written)
+    }
+
     /// Sends one line as it is (a test's malformed request, say).
     fn send_line(&mut self, line: &str) -> Result<()> {
-        let Err(e) = self.writer.write_all(line.as_bytes()) else {
+        let written = self.writer.write_all(line.as_bytes());
+        self.sent(written)
+    }
+
+    /// What became of a request sent: a daemon that hung up first may have said why.
+    fn sent<E: std::fmt::Display>(&mut self, written: Result<(), E>) -> Result<()> {
+        let Err(e) = written else {
             return Ok(());
         };
         match self.next_event() {
@@ -104,6 +164,22 @@ impl Connection {
         }
         serde_json::from_str(&line).with_context(|| format!("bad event from the daemon: {line:?}"))
     }
+}
+
+/// What to say when the daemon's version is not this client's.
+fn version_warning(pong: &PongEvent, socket: &Path) -> Option<String> {
+    let mine = env!("CARGO_PKG_VERSION");
+    (pong.version != mine || pong.protocol != PROTOCOL_VERSION).then(|| {
+        format!(
+            "spillway: warning: the daemon at {} (pid {}) is spillway {} (protocol v{}), this \
+             client is {mine} (protocol v{PROTOCOL_VERSION}); `spillway daemon restart` starts \
+             one of this version",
+            socket.display(),
+            pong.pid,
+            pong.version,
+            pong.protocol
+        )
+    })
 }
 
 /// Nobody is listening: no socket file, or a stale one.

@@ -11,6 +11,9 @@ use crate::protocol::{Event, ExitEvent, RunStatus};
 /// Exit code for spillway's own failures (bad flags, unreadable input), as `timeout(1)` uses.
 pub(crate) const EXIT_FAILURE: u8 = 125;
 
+/// Exit code of a client that gave up on its run after being interrupted (128 + SIGINT).
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
+
 /// Exit code of a run that timed out, as `timeout(1)` uses.
 pub(crate) const EXIT_TIMED_OUT: u8 = 124;
 

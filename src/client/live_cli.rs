@@ -15,6 +15,7 @@ use crate::client::Connection;
 use crate::client::args::{OutputArgs, RedactFlag, parse_duration};
 use crate::client::calls::{self, RunAnswer};
 use crate::client::exit::{exit_code, print_exit, status_line};
+use crate::client::interrupt::RunEvents;
 use crate::client::ops::{command_table, print_json};
 use crate::protocol::{
     Event, ExitEvent, FollowRequest, KillRequest, KillSignal, LiveRun, PsRequest, Request, RunId,
@@ -33,9 +34,13 @@ pub struct LiveRunArgs {
     #[arg(long = "yield", value_name = "DURATION", value_parser = parse_duration)]
     pub yield_after: Option<Duration>,
     /// Print the output live while the command runs (raw, with colours, on a terminal;
-    /// the normalised text otherwise), then a summary.
+    /// the normalised text otherwise), then a summary. The default when standard output is
+    /// a terminal (and neither --yield, --until nor --json is given).
     #[arg(long, conflicts_with = "yield_after")]
     pub follow: bool,
+    /// Print only the preview when the command ends, even at a terminal (as agents read it).
+    #[arg(long, conflicts_with = "follow")]
+    pub no_follow: bool,
     /// Stop the command (SIGHUP to its process group, then SIGKILL) if this client goes away
     /// before it ends, e.g. on Ctrl-C.
     #[arg(long, conflicts_with = "yield_after")]
@@ -58,6 +63,16 @@ impl LiveRunArgs {
                 StreamMode::Text
             }
         })
+    }
+
+    /// These flags with `follow` on when the output goes to a terminal and nothing asks for
+    /// a single answer: a person watching a build sees it as it goes.
+    pub fn at_terminal(self, json: bool, until: bool) -> LiveRunArgs {
+        let single = json || until || self.no_follow || self.yield_after.is_some();
+        LiveRunArgs {
+            follow: self.follow || (!single && io::stdout().is_terminal()),
+            ..self
+        }
     }
 
     /// Whether `run` must read more than `started` and `exit`.
@@ -161,7 +176,7 @@ pub struct KillArgs {
 
 /// Reads a live `run`'s answer after the request was sent: a `running` preview, or the output
 /// streamed and then the exit.
-pub fn finish_run(connection: &mut Connection, live: &LiveRunArgs, json: bool) -> Result<ExitCode> {
+pub fn finish_run(connection: &mut RunEvents, live: &LiveRunArgs, json: bool) -> Result<ExitCode> {
     if live.follow {
         return stream(connection, live.stream(json) == Some(StreamMode::Raw), json);
     }
@@ -353,12 +368,13 @@ pub fn follow(args: FollowArgs) -> Result<ExitCode> {
 
 /// `run --follow`: prints the output as it comes (raw or text), with a status line on a
 /// terminal's stderr, then a summary.
-fn stream(connection: &mut Connection, raw: bool, json: bool) -> Result<ExitCode> {
+fn stream(connection: &mut RunEvents, raw: bool, json: bool) -> Result<ExitCode> {
     let mut out = io::stdout().lock();
     let mut status = Status::new(!json && io::stderr().is_terminal());
     let (mut lines, mut bytes) = (0u64, 0u64);
     let mut at_line_start = true;
     let mut id = None;
+    let mut lagged = false;
     loop {
         let event = connection.next_event()?;
         if json {
@@ -372,11 +388,13 @@ fn stream(connection: &mut Connection, raw: bool, json: bool) -> Result<ExitCode
             }
             Event::Output(output) => Some(output.text.as_str()),
             Event::Raw(chunk) if raw => Some(chunk.data.as_str()),
-            Event::Lagged(lagged) => {
+            Event::Lagged(lagged_at) => {
+                // From here on the text is the spill's: counted afresh, as the summary does.
+                (lagged, lines, bytes) = (true, lagged_at.line.saturating_sub(1), 0);
                 let note = format!(
                     "[spillway: the terminal fell behind the command; from here on its \
                      normalised text, from line {}]\n",
-                    lagged.line
+                    lagged_at.line
                 );
                 let note = if at_line_start {
                     note
@@ -412,11 +430,20 @@ fn stream(connection: &mut Connection, raw: bool, json: bool) -> Result<ExitCode
         bytes += text.len() as u64;
         at_line_start = text.ends_with('\n');
         if let Some(id) = &id {
-            status.set_message(format!(
-                "run {id} · {lines} lines · {}",
-                ByteSize::b(bytes).display().si()
-            ));
+            status.set_message(progress_message(id, raw && !lagged, lines, bytes));
         }
+    }
+}
+
+/// What the status line says of the output so far. Raw bytes are the terminal's (escapes and
+/// redrawn progress bars included), which the summary's normalised lines and bytes are not:
+/// only the amount received is claimed for them.
+fn progress_message(id: &RunId, raw: bool, lines: u64, bytes: u64) -> String {
+    let size = ByteSize::b(bytes).display().si();
+    if raw {
+        format!("run {id} · {size} of terminal output")
+    } else {
+        format!("run {id} · {lines} lines · {size}")
     }
 }
 

@@ -7,13 +7,16 @@ mod args;
 pub(crate) mod calls;
 pub mod cli;
 mod connection;
+mod daemon_cli;
 mod exit;
 pub(crate) mod hook;
 pub(crate) mod init;
+mod interrupt;
 pub(crate) mod live_cli;
 mod local;
 pub(crate) mod mcp;
 pub(crate) mod ops;
 pub(crate) mod run_request;
+mod stdin;
 
 pub use connection::{Connection, Endpoint};

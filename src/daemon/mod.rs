@@ -423,6 +423,8 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         space,
         containment: config.containment.clone(),
         interrupted,
+        socket: config.socket.clone(),
+        stop: stop_tx.clone(),
     };
     let daemon = Arc::new(
         Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,

@@ -24,6 +24,7 @@ mod follow;
 mod grep;
 mod history;
 mod kill;
+mod passed_fds;
 mod previews;
 mod ps;
 mod recorder;
@@ -33,6 +34,7 @@ mod runs;
 mod send;
 mod show;
 mod stats;
+mod status;
 mod wait;
 
 use std::collections::{HashMap, VecDeque};
@@ -121,6 +123,10 @@ pub struct Daemon {
     stopping: AtomicBool,
     /// Woken whenever a run ends or a client leaves.
     changed: Notify,
+    /// Who this daemon is, for `status`.
+    identity: status::Identity,
+    /// Asks for shutdown.
+    stop: watch::Sender<bool>,
 }
 
 /// The daemon's settings, as resolved by `daemon::run`.
@@ -143,6 +149,10 @@ pub struct Settings {
     /// Runs a dead daemon left `running` (now recorded as interrupted): whatever they left is
     /// found and stopped at start-up.
     pub interrupted: Vec<RunId>,
+    /// The socket the daemon listens on, for `status`.
+    pub socket: PathBuf,
+    /// Asks the daemon to shut down (`shutdown`, as SIGTERM does).
+    pub stop: watch::Sender<bool>,
 }
 
 impl Daemon {
@@ -181,6 +191,8 @@ impl Daemon {
             idle_since: Mutex::new(Some(Instant::now())),
             stopping: AtomicBool::new(false),
             changed: Notify::new(),
+            identity: status::Identity::now(settings.socket),
+            stop: settings.stop,
         })
     }
 
@@ -505,7 +517,7 @@ async fn serve_connection(stream: UnixStream, daemon: Arc<Daemon>, _client: Clie
         let _ = send(&mut write, &Event::Error(refusal)).await;
         return;
     }
-    let mut reader = BufReader::with_capacity(READ_BUFFER, read);
+    let mut reader = BufReader::with_capacity(READ_BUFFER, passed_fds::FdReader::new(read));
     let mut line = Vec::new();
     let mut owned = OwnedRuns(Vec::new());
     loop {
@@ -546,9 +558,13 @@ async fn serve_connection(stream: UnixStream, daemon: Arc<Daemon>, _client: Clie
             .await;
             return;
         }
+        // The descriptors sent with this line are the request's (the others are closed).
+        let end = reader.get_ref().position() - reader.buffer().len() as u64;
+        let fds = reader.get_mut().take_before(end);
         let session = Session {
-            read: reader.get_ref(),
+            read: reader.get_ref().half(),
             owned: &mut owned.0,
+            fds,
         };
         // Boxed: an idle connection's task then holds none of an answer's state.
         if Box::pin(answer(&line, &daemon, &mut write, session))
@@ -610,6 +626,9 @@ async fn answer(
             let report = daemon.purge(request).await.map(Event::Purge);
             reply(write, report).await
         }
+        Ok(Request::Resize(request)) => reply(write, send::resize(request, daemon).await).await,
+        Ok(Request::Status) => send(write, &status::status(daemon)).await,
+        Ok(Request::Shutdown) => send(write, &status::shut_down(daemon)).await,
     }
 }
 

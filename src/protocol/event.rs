@@ -42,6 +42,45 @@ pub enum Event {
     Sent(SentEvent),
     /// Answer to `ps`.
     Ps(PsEvent),
+    /// Answer to `resize`.
+    Resized(ResizedEvent),
+    /// Answer to `status`.
+    Status(DaemonStatus),
+    /// Answer to `shutdown`: the daemon has begun to stop.
+    Stopping(StoppingEvent),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResizedEvent {
+    pub id: RunId,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// Which daemon answers, and what it is doing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    /// The daemon's version (`CARGO_PKG_VERSION`).
+    pub version: String,
+    pub protocol: u32,
+    /// The socket it listens on.
+    pub socket: String,
+    pub data_dir: String,
+    /// RFC 3339.
+    pub started_at: String,
+    pub uptime_ms: u64,
+    /// Runs going on now.
+    pub runs: u64,
+    /// Connections open now, this one included.
+    pub clients: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoppingEvent {
+    pub pid: u32,
+    /// Runs going on, which are being stopped.
+    pub runs: u64,
 }
 
 /// A running command's preview: what it has printed so far (or, asked with `new`, since the

@@ -69,16 +69,22 @@ pub enum Request {
     Ps(PsRequest),
     /// Signal a run's process group, answered by its `exit` once it has ended.
     Kill(KillRequest),
+    /// Give a running command's terminal a new size (SIGWINCH), answered by `resized`.
+    Resize(ResizeRequest),
+    /// Who this daemon is and what it is doing, answered by `status`.
+    Status,
+    /// Stop the daemon as SIGTERM does (its runs are stopped), answered by `stopping`.
+    Shutdown,
 }
 
 /// The ops a request may name, for error messages.
-const OPS: [&str; 12] = [
+const OPS: [&str; 15] = [
     "run", "ping", "history", "show", "grep", "stats", "purge", "wait", "send", "follow", "ps",
-    "kill",
+    "kill", "resize", "status", "shutdown",
 ];
 
 /// Ops whose request has no fields besides the envelope.
-const BARE_OPS: [&str; 2] = ["ping", "stats"];
+const BARE_OPS: [&str; 4] = ["ping", "stats", "status", "shutdown"];
 
 impl Request {
     /// Whether this request asks for its answer's text unredacted.

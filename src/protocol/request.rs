@@ -98,6 +98,17 @@ pub struct KillRequest {
     pub no_redact: bool,
 }
 
+/// `{"op": "resize"}`: a running command's terminal's new size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeRequest {
+    pub id: RunId,
+    /// Columns, at least 1.
+    pub cols: u16,
+    /// Rows, at least 1.
+    pub rows: u16,
+}
+
 /// How a `run` streams its output while it goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -282,6 +293,12 @@ pub struct RunRequest {
     /// CPU time for the whole run, as a number of cores (default: the daemon's `--cpu`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<f64>,
+    /// The command's standard input is the file descriptor sent with this request's line
+    /// (`SCM_RIGHTS`, on the line's first byte), as a shell gives a command its own: a pipe
+    /// or a file the caller holds. Default false: the terminal under a PTY, `/dev/null`
+    /// without one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_fd: bool,
 }
 
 impl RunRequest {

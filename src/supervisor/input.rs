@@ -133,6 +133,24 @@ impl Input {
         }
     }
 
+    /// Sets the terminal's size; the kernel sends SIGWINCH to its foreground process group.
+    pub fn resize(&self, cols: u16, rows: u16) -> std::io::Result<()> {
+        let size = nix::libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: TIOCSWINSZ reads one `winsize` from the pointer, valid for the call; the
+        // descriptor is a PTY master this struct owns.
+        let rc = unsafe { nix::libc::ioctl(self.master.as_raw_fd(), nix::libc::TIOCSWINSZ, &size) };
+        if rc == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Types `keys`; returns the bytes written to the terminal.
     pub fn send(&mut self, keys: Keys<'_>) -> Result<usize, InputError> {
         let now = Instant::now();

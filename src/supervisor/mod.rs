@@ -94,7 +94,7 @@ pub struct TtySize {
 }
 
 /// Everything needed to start one run; the caller has resolved every default.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RunSpec {
     pub id: RunId,
     /// Program and arguments; a shell command line arrives as `["sh", "-c", line]`. The program
@@ -129,6 +129,9 @@ pub struct RunSpec {
     pub cgroups: Option<Arc<CgroupTree>>,
     /// The run's resource limits.
     pub resources: Resources,
+    /// The command's standard input instead of the terminal or `/dev/null`: a descriptor the
+    /// client passed (its own stdin, a pipe or a file).
+    pub stdin: Option<std::os::fd::OwnedFd>,
 }
 
 /// What prevented a run from starting. Nothing after the start is an error: it is in

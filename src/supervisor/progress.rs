@@ -287,6 +287,19 @@ impl Live {
         self.spill_path.as_deref()
     }
 
+    /// Gives the run's terminal a new size (a client's terminal was resized). Waits for a
+    /// send in progress: call it off the async runtime.
+    pub fn resize(&self, cols: u16, rows: u16, tty: bool) -> Result<(), SendError> {
+        if !tty {
+            return Err(SendError::NoTerminal);
+        }
+        let input = lock(&self.input);
+        let input = input.as_ref().ok_or(SendError::Ended)?;
+        input
+            .resize(cols, rows)
+            .map_err(|e| SendError::Input(InputError::from(e)))
+    }
+
     /// Types `keys` into the run's terminal; returns the bytes written. Blocks until the
     /// command has taken them (or `keys.timeout`): call it off the async runtime. Sends to
     /// one run are delivered one after the other, never interleaved.

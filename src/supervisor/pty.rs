@@ -140,6 +140,13 @@ pub struct ChildSide {
 }
 
 impl ChildSide {
+    /// Gives the command `stdin` as its standard input instead of the terminal or
+    /// `/dev/null` (a terminal stays its stdout, stderr and controlling terminal), as a shell
+    /// gives a piped command its pipe.
+    pub fn read_from(&mut self, stdin: OwnedFd) {
+        self.stdin = Some(stdin);
+    }
+
     /// Another copy of the same side, for a second spawn if the first fails.
     pub fn try_clone(&self) -> io::Result<ChildSide> {
         Ok(ChildSide {
@@ -181,7 +188,7 @@ pub fn spawn(mut cmd: Command, side: ChildSide) -> io::Result<Child> {
 }
 
 /// The child's set-up before `exec`: default signal dispositions, the user's open-file limit,
-/// a new session, and stdin (the PTY's slave, when `terminal`) as the controlling terminal.
+/// a new session, and stdout (the PTY's slave, when `terminal`) as the controlling terminal.
 fn become_session_leader(terminal: bool) -> io::Result<()> {
     for sig in Signal::iterator() {
         if sig != Signal::SIGKILL && sig != Signal::SIGSTOP {
@@ -201,8 +208,9 @@ fn become_session_leader(terminal: bool) -> io::Result<()> {
     nix::unistd::setsid()?;
     if terminal {
         // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal the terminal from
-        // another session), not a pointer; fd 0 is the slave, set up by `std` before this hook.
-        let res = unsafe { nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) };
+        // another session), not a pointer; fd 1 is the slave, set up by `std` before this hook
+        // (fd 0 too, unless the command reads a descriptor its client passed).
+        let res = unsafe { nix::libc::ioctl(1, nix::libc::TIOCSCTTY, 0) };
         if res == -1 {
             return Err(io::Error::last_os_error());
         }

@@ -94,7 +94,7 @@ pub fn child_env(
 }
 
 /// The blocking part of [`launch`]: checks, spawn, the run's two threads and its deadline task.
-pub(super) fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
+pub(super) fn start(mut spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
     reaper::become_subreaper();
     let cwd = check_cwd(&spec.cwd)?;
     let program = resolve_program(&spec.argv, &spec.env, &cwd)?;
@@ -103,13 +103,16 @@ pub(super) fn start(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, Launc
     };
     let Channel {
         output,
-        child,
+        mut child,
         input,
     } = match spec.tty {
         Some(size) => pty::open_pty(size.cols, size.rows),
         None => pty::open_pipe(),
     }
     .map_err(terminal)?;
+    if let Some(stdin) = spec.stdin.take() {
+        child.read_from(stdin);
+    }
     let (wake_rx, wake_tx) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| terminal(e.into()))?;
     let cgroup = spec.cgroups.as_ref().and_then(|tree| {

@@ -4,6 +4,7 @@ pub mod daemon;
 pub mod node;
 pub mod npm;
 pub mod python;
+pub mod terminal;
 pub mod users;
 
 use std::io::Write;

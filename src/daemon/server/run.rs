@@ -40,6 +40,7 @@ pub(super) async fn serve_run(
     write: &mut ClientWriter,
     session: Session<'_>,
 ) -> io::Result<()> {
+    let Session { read, owned, fds } = session;
     if daemon.stopping.load(Ordering::SeqCst) {
         let message = "the daemon is shutting down and takes no new runs";
         return send(write, &Event::error(ErrorCode::ShuttingDown, message)).await;
@@ -64,8 +65,12 @@ pub(super) async fn serve_run(
         request.shell.clone(),
         request.tags.clone(),
     );
+    let stdin = match passed_stdin(request.stdin_fd, fds) {
+        Ok(stdin) => stdin,
+        Err(error) => return send(write, &Event::Error(error)).await,
+    };
     let spec = match run_spec(id.clone(), request, daemon) {
-        Ok(spec) => spec,
+        Ok(spec) => RunSpec { stdin, ..spec },
         Err(error) => return send(write, &Event::Error(error)).await,
     };
     let cwd = spec.cwd.to_string_lossy().into_owned();
@@ -118,7 +123,6 @@ pub(super) async fn serve_run(
         spill_path,
         started_at: rfc3339(launched.started_at),
     });
-    let Session { read, owned } = session;
     let gone = async {
         if kill_on_disconnect {
             client_gone(read).await;
@@ -182,6 +186,24 @@ pub(super) async fn serve_run(
         entry.stop(StopReason::Kill(Signal::SIGHUP));
     }
     result
+}
+
+/// The command's standard input when the request asks for the descriptor sent with it
+/// (`stdin_fd`): the first one that came; any other is closed. `None` when not asked for.
+fn passed_stdin(
+    asked: bool,
+    fds: Vec<std::os::fd::OwnedFd>,
+) -> Result<Option<std::os::fd::OwnedFd>, ErrorEvent> {
+    let first = fds.into_iter().next();
+    match (asked, first) {
+        (false, _) => Ok(None),
+        (true, Some(fd)) => Ok(Some(fd)),
+        (true, None) => Err(bad_request(
+            "stdin_fd is set but no file descriptor came with the request line (send it with \
+             SCM_RIGHTS on the line's first byte)"
+                .into(),
+        )),
+    }
 }
 
 /// `yield_ms` (or `until`) with `stream` is refused when the request is parsed; answers it
@@ -403,5 +425,6 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         max_spill,
         cgroups: daemon.cgroups.clone(),
         resources: resources.or(daemon.default_resources),
+        stdin: None,
     })
 }

@@ -46,6 +46,8 @@ pub(super) struct Session<'a> {
     pub(super) read: &'a OwnedReadHalf,
     /// Runs started with `kill_on_disconnect` that were handed back running (`yield_ms`).
     pub(super) owned: &'a mut Vec<Weak<RunEntry>>,
+    /// The file descriptors sent with the request's line (`SCM_RIGHTS`), oldest first.
+    pub(super) fds: Vec<std::os::fd::OwnedFd>,
 }
 
 /// A run in flight.
