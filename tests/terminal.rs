@@ -1,9 +1,8 @@
 //! `spillway run` as a person at a terminal and a shell script use it: Ctrl-C stops the
 //! command, piped stdin reaches it, a mistyped flag is refused, output shows live at a
-//! terminal with the terminal's own size, and the daemon can be seen and stopped. The client
-//! runs on a real PTY the test holds ([`Terminal`]).
+//! terminal with the terminal's own size. The client runs on a real PTY the test holds
+//! ([`Terminal`]).
 
-use std::path::Path;
 use std::process::Stdio;
 
 use serde_json::{Value, json};
@@ -210,43 +209,6 @@ fn the_command_gets_the_terminal_size_and_its_changes() {
     terminal.wait_for_text("29 101");
     std::fs::write(&go, "").unwrap();
     assert!(terminal.wait().success(), "{}", terminal.text());
-}
-
-#[test]
-fn daemon_status_names_the_daemon_and_stop_stops_it() {
-    let mut daemon = TestDaemon::start();
-    let out = daemon
-        .spillway()
-        .args(["daemon", "status", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(status["pid"], json!(daemon.pid()));
-    assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));
-    assert_eq!(Path::new(status["socket"].as_str().unwrap()), daemon.socket);
-    assert_eq!(status["runs"], 0);
-    let text = daemon
-        .spillway()
-        .args(["daemon", "status"])
-        .output()
-        .unwrap();
-    assert!(
-        stdout(&text).contains("runs in flight: 0"),
-        "{}",
-        stdout(&text)
-    );
-
-    let out = daemon.spillway().args(["daemon", "stop"]).output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(daemon.wait_exit().success());
-    let out = daemon
-        .spillway()
-        .args(["daemon", "status"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
-    assert!(!daemon.socket.exists(), "the socket is removed");
 }
 
 #[test]

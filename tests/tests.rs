@@ -1,6 +1,7 @@
 //! Integration tests, compiled as one binary.
 
 mod daemon;
+mod daemon_cli;
 mod engine;
 mod escapes;
 mod examples;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
@@ -36,12 +36,56 @@ pub(crate) struct EndpointArgs {
 }
 
 impl EndpointArgs {
+    /// The daemon a client talks to: the socket given, else the one of the daemon that serves
+    /// the data directory (see [`serving_socket`]).
     pub(crate) fn resolve(&self) -> Result<Endpoint> {
+        let data_dir = DataDir::locate(self.data_dir.as_deref())?;
+        let socket = match &self.socket {
+            Some(_) => socket_path(self.socket.as_deref(), &data_dir),
+            None => serving_socket(&data_dir),
+        };
+        Ok(Endpoint { socket, data_dir })
+    }
+
+    /// As [`EndpointArgs::resolve`], for commands that ask about runs: a data directory that
+    /// does not exist has no runs to ask about, and is neither created nor given a daemon (a
+    /// mistyped `--data-dir` is an error, not an empty history).
+    pub(crate) fn resolve_existing(&self) -> Result<Endpoint> {
+        let endpoint = self.resolve()?;
+        if !endpoint.data_dir.is_dir() {
+            bail!(
+                "no data directory {}: no run was ever made there (is --data-dir or \
+                 SPILLWAY_DATA_DIR mistyped?); nothing was created",
+                endpoint.data_dir.display()
+            );
+        }
+        Ok(endpoint)
+    }
+
+    /// The paths as configured, for the daemon itself.
+    pub(crate) fn resolve_own(&self) -> Result<Endpoint> {
         let data_dir = DataDir::locate(self.data_dir.as_deref())?;
         Ok(Endpoint {
             socket: socket_path(self.socket.as_deref(), &data_dir),
             data_dir,
         })
+    }
+}
+
+/// The socket of the daemon that serves `data_dir` when none is given: the one that daemon
+/// wrote into the data directory's lock file, if it answers there (a daemon started with
+/// another `XDG_RUNTIME_DIR`: by systemd, cron, sudo or an agent host), else the default one
+/// (where a daemon is started if none answers).
+fn serving_socket(data_dir: &std::path::Path) -> PathBuf {
+    let default = socket_path(None, data_dir);
+    match crate::daemon::lock::recorded_socket(data_dir) {
+        Some(recorded)
+            if recorded != default
+                && std::os::unix::net::UnixStream::connect(&recorded).is_ok() =>
+        {
+            recorded
+        }
+        _ => default,
     }
 }
 

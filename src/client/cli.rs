@@ -487,7 +487,11 @@ fn history(args: HistoryArgs) -> Result<ExitCode> {
         tags: args.tags.into_iter().collect(),
         limit: Some(args.limit),
     };
-    ops::history(&args.output.endpoint.resolve()?, &request, args.output.json)
+    ops::history(
+        &args.output.endpoint.resolve_existing()?,
+        &request,
+        args.output.json,
+    )
 }
 
 fn show(args: ShowArgs) -> Result<ExitCode> {
@@ -505,7 +509,7 @@ fn show(args: ShowArgs) -> Result<ExitCode> {
     } else {
         ops::ShowStyle::Page
     };
-    ops::show(&args.output.endpoint.resolve()?, &request, style)
+    ops::show(&args.output.endpoint.resolve_existing()?, &request, style)
 }
 
 fn grep(args: GrepArgs) -> Result<ExitCode> {
@@ -517,7 +521,11 @@ fn grep(args: GrepArgs) -> Result<ExitCode> {
         context: args.context,
         max_count: Some(args.max_count),
     };
-    ops::grep(&args.output.endpoint.resolve()?, &request, args.output.json)
+    ops::grep(
+        &args.output.endpoint.resolve_existing()?,
+        &request,
+        args.output.json,
+    )
 }
 
 fn stats(args: StatsArgs) -> Result<ExitCode> {
@@ -525,7 +533,11 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
         top: args.top.map(usize::from),
         days: args.days,
     };
-    ops::stats(&args.output.endpoint.resolve()?, args.output.json, tables)
+    ops::stats(
+        &args.output.endpoint.resolve_existing()?,
+        args.output.json,
+        tables,
+    )
 }
 
 fn purge(args: PurgeArgs) -> Result<ExitCode> {
@@ -535,7 +547,11 @@ fn purge(args: PurgeArgs) -> Result<ExitCode> {
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         dry_run: args.dry_run,
     };
-    ops::purge(&args.output.endpoint.resolve()?, &request, args.output.json)
+    ops::purge(
+        &args.output.endpoint.resolve_existing()?,
+        &request,
+        args.output.json,
+    )
 }
 
 fn daemon(args: DaemonArgs) -> Result<ExitCode> {
@@ -543,7 +559,7 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
         return crate::client::daemon_cli::act(action);
     }
     init_logging();
-    let endpoint = args.endpoint.resolve()?;
+    let endpoint = args.endpoint.resolve_own()?;
     crate::daemon::run(crate::daemon::DaemonConfig {
         socket: endpoint.socket,
         data_dir: endpoint.data_dir,

@@ -337,6 +337,27 @@ mod tests {
     use crate::protocol::ErrorCode;
 
     #[test]
+    fn a_daemon_of_another_version_is_named_with_the_way_out() {
+        let pong = |version: &str| PongEvent {
+            protocol: PROTOCOL_VERSION,
+            version: version.into(),
+            pid: 4242,
+        };
+        let socket = Path::new("/run/user/1000/spillway/spillway.sock");
+        assert_eq!(
+            version_warning(&pong(env!("CARGO_PKG_VERSION")), socket),
+            None
+        );
+        let warning = version_warning(&pong("0.0.1"), socket).unwrap();
+        assert!(
+            warning.contains("(pid 4242) is spillway 0.0.1"),
+            "{warning}"
+        );
+        assert!(warning.contains(socket.to_str().unwrap()), "{warning}");
+        assert!(warning.contains("spillway daemon restart"), "{warning}");
+    }
+
+    #[test]
     fn a_daemon_that_refuses_before_the_request_is_heard_not_taken_for_a_broken_pipe() {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("s.sock");
@@ -345,7 +366,8 @@ mod tests {
             socket,
             data_dir: dir.path().to_path_buf(),
         };
-        let mut connection = Connection::open(&endpoint).unwrap();
+        // `existing`: the handshake of `open` would wait for this fake daemon's answer.
+        let mut connection = Connection::existing(&endpoint).unwrap().unwrap();
         let (mut daemon_side, _) = listener.accept().unwrap();
         let refusal = Event::error(ErrorCode::Forbidden, "connection from uid 65534 refused");
         daemon_side.write_all(refusal.to_line().as_bytes()).unwrap();

@@ -273,7 +273,7 @@ pub fn wait(args: WaitArgs) -> Result<ExitCode> {
         until: args.until.until,
         until_port: args.until.until_port,
     };
-    let endpoint = args.output.endpoint.resolve()?;
+    let endpoint = args.output.endpoint.resolve_existing()?;
     match calls::wait(&endpoint, request)? {
         RunAnswer::Running(running) => print_running(&running, args.output.json),
         RunAnswer::Exit(exit) => print_exit(&exit, args.output.json),
@@ -306,7 +306,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                 .max(1),
         ),
     };
-    let sent = calls::send(&args.output.endpoint.resolve()?, request)?;
+    let sent = calls::send(&args.output.endpoint.resolve_existing()?, request)?;
     if args.output.json {
         return print_json(&Event::Sent(sent));
     }
@@ -320,7 +320,7 @@ pub fn kill(args: KillArgs) -> Result<ExitCode> {
         id: args.id,
         signal: Some(args.signal),
     };
-    let exit = calls::kill(&args.output.endpoint.resolve()?, request)?;
+    let exit = calls::kill(&args.output.endpoint.resolve_existing()?, request)?;
     if args.output.json {
         return print_json(&Event::Exit(exit));
     }
@@ -339,7 +339,7 @@ pub fn follow(args: FollowArgs) -> Result<ExitCode> {
         id: args.id,
         from_line: args.from_line,
     };
-    let mut connection = Connection::open(&args.output.endpoint.resolve()?)?;
+    let mut connection = Connection::open(&args.output.endpoint.resolve_existing()?)?;
     connection.send(&Request::Follow(request))?;
     let json = args.output.json;
     let mut out = io::stdout().lock();
@@ -542,7 +542,7 @@ pub fn ps(args: PsArgs) -> Result<ExitCode> {
     let request = PsRequest {
         tags: args.tags.into_iter().collect(),
     };
-    let ps = calls::ps(&args.output.endpoint.resolve()?, request)?;
+    let ps = calls::ps(&args.output.endpoint.resolve_existing()?, request)?;
     if args.output.json {
         return print_json(&Event::Ps(ps));
     }

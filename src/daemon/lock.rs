@@ -122,6 +122,18 @@ fn open(path: &PathBuf) -> Result<File> {
         })
 }
 
+/// The socket the last daemon of data directory `root` wrote into its lock file, whether or
+/// not it still lives (a client checks that it answers). Read without locking: a client must
+/// never stand in the way of a daemon taking the lock.
+pub fn recorded_socket(root: &Path) -> Option<PathBuf> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(root.join(LOCK_FILE))
+        .ok()?;
+    parse(&read_all(&mut file)).1.map(PathBuf::from)
+}
+
 /// What the holder wrote, waiting a little for it: a holder that has just taken the lock
 /// writes its pid a moment later (two daemons started at once).
 fn holders_text(file: &mut File) -> String {

@@ -43,7 +43,7 @@ use server::{Daemon, Settings};
 use self::lock::{DataDirLock, Predecessor};
 use self::report::StartReport;
 
-mod lock;
+pub(crate) mod lock;
 pub(crate) mod readiness;
 pub(crate) mod recover;
 mod report;
