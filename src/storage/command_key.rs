@@ -96,6 +96,10 @@ const SETUP: &[&str] = &[
     "cd", "pushd", "popd", "export", "set", "unset", "source", ".", "ulimit", "umask", "alias",
 ];
 
+/// Shells: `bash -c 'SCRIPT'` (how agent hosts' hooks and MCP runs arrive) is keyed by the
+/// script, as a `shell` string is.
+const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "ksh", "mksh", "ash"];
+
 /// Programs that run the command after them.
 const WRAPPERS: &[&str] = &["env", "sudo", "time", "nohup", "nice", "command", "exec"];
 
@@ -147,6 +151,12 @@ fn key_of(words: &[String]) -> Option<String> {
     if program.is_empty() {
         return None;
     }
+    if SHELLS.contains(&program)
+        && let Some(script) = shell_script(&rest)
+    {
+        // Each level is a strictly shorter string: nested `bash -c` ends.
+        return command_key(None, Some(script)).or_else(|| Some(program.to_string()));
+    }
     if program.starts_with("python")
         && rest.first() == Some(&"-m")
         && let Some(module) = rest.get(1).filter(|m| is_word(m))
@@ -169,6 +179,29 @@ fn key_of(words: &[String]) -> Option<String> {
         }
     }
     Some(program.to_string())
+}
+
+/// The script of a shell's `-c` (`-c`, or an option cluster with `c` such as `-lc` or `-ec`),
+/// past its other options (`-o pipefail` takes a value); `None` when it runs a file or reads
+/// standard input.
+fn shell_script<'a>(args: &[&'a str]) -> Option<&'a str> {
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match *arg {
+            "-o" | "+o" | "-O" | "+O" => {
+                args.next();
+            }
+            "--" => return None,
+            option if option.starts_with("--") => {}
+            option if option.starts_with(['-', '+']) => {
+                if option[1..].chars().all(|c| c.is_ascii_alphabetic()) && option.contains('c') {
+                    return args.next().copied();
+                }
+            }
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// The part of a path after its last `/`.
@@ -205,6 +238,27 @@ mod tests {
 
     fn shell(line: &str) -> Option<String> {
         command_key(None, Some(line))
+    }
+
+    #[test]
+    fn a_shell_running_a_script_is_keyed_by_the_script() {
+        assert_eq!(
+            argv(&["bash", "-c", "cargo test -p x"]).unwrap(),
+            "cargo test"
+        );
+        assert_eq!(
+            argv(&["/bin/bash", "-lc", "cd app && npm run build"]).unwrap(),
+            "npm run"
+        );
+        assert_eq!(
+            argv(&["bash", "-o", "pipefail", "-ec", "pytest -q | tail"]).unwrap(),
+            "pytest"
+        );
+        assert_eq!(argv(&["sh", "-c", "bash -c 'make all'"]).unwrap(), "make");
+        assert_eq!(shell("FOO=1 bash -c 'git status'").unwrap(), "git status");
+        assert_eq!(argv(&["bash", "script.sh"]).unwrap(), "bash");
+        assert_eq!(argv(&["bash", "-c", ""]).unwrap(), "bash");
+        assert_eq!(argv(&["bash"]).unwrap(), "bash");
     }
 
     #[test]
