@@ -260,7 +260,7 @@ fn socket_activation_serves_the_passed_listener() {
         .arg(env!("CARGO_BIN_EXE_spillway"))
         .env("SPILLWAY_DATA_DIR", sandbox.data_dir())
         .env("SPILLWAY_SOCKET", sandbox.dir.path().join("unused.sock"))
-        .env("SPILLWAY_LOG", "warn");
+        .env("SPILLWAY_LOG", crate::helper::daemon::daemon_log_level());
     // SAFETY: dup2 and fcntl are async-signal-safe; the listener stays open until spawn.
     unsafe {
         cmd.pre_exec(move || {

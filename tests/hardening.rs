@@ -92,7 +92,7 @@ fn a_daemon_killed_under_a_parent_that_never_reaps_it_is_taken_for_dead() {
             .arg(EXE)
             .arg(&socket)
             .env("SPILLWAY_DATA_DIR", sandbox.data_dir())
-            .env("SPILLWAY_LOG", "warn")
+            .env("SPILLWAY_LOG", crate::helper::daemon::daemon_log_level())
             .stdin(Stdio::null())
             .spawn()
             .unwrap(),
@@ -182,7 +182,7 @@ impl Mcp {
             .spillway()
             .arg("mcp")
             .env("SPILLWAY_SOCKET", socket)
-            .env("SPILLWAY_LOG", "warn")
+            .env("SPILLWAY_LOG", crate::helper::daemon::daemon_log_level())
             .current_dir(sandbox.dir.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

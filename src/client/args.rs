@@ -10,7 +10,7 @@ use clap::Args;
 
 use crate::client::Endpoint;
 use crate::config::{SOCKET_ENV, socket_path};
-use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES};
+use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, MAX_MAX_BYTES, MAX_MAX_LINES};
 use crate::engine::highlight::Patterns;
 use crate::storage::spill::{DATA_DIR_ENV, DataDir};
 
@@ -30,7 +30,8 @@ pub(crate) struct EndpointArgs {
     /// <data-dir>/spillway.sock].
     #[arg(long, env = SOCKET_ENV, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// Where spill files go [default: $XDG_STATE_HOME/spillway, else ~/.local/state/spillway].
+    /// The data directory: the run index, spill files and the daemon's lock and log
+    /// [default: $XDG_STATE_HOME/spillway, else ~/.local/state/spillway].
     #[arg(long, env = DATA_DIR_ENV, value_name = "DIR")]
     data_dir: Option<PathBuf>,
 }
@@ -187,6 +188,12 @@ pub(crate) fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
 
 /// Durations in human form: `90s`, `10m`, `2h`, `7d`.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "a duration cannot be negative, got {text:?} (expected a duration such as 90s, 10m, \
+             2h or 7d)"
+        ));
+    }
     humantime::parse_duration(text)
         .map_err(|e| format!("{e} (expected a duration such as 90s, 10m, 2h or 7d)"))
 }
@@ -221,10 +228,12 @@ impl HighlightArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct LimitArgs {
-    /// Most lines of output to show.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_LINES as u64)]
+    /// Most lines of output to show, 1 to 1000000.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_LINES as u64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_MAX_LINES as u64))]
     pub(crate) max_lines: u64,
-    /// Most bytes of output to show.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BYTES as u64)]
+    /// Most bytes of output to show, 1 to 67108864 (64 MiB).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_MAX_BYTES as u64))]
     pub(crate) max_bytes: u64,
 }

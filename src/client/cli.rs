@@ -75,7 +75,7 @@ enum Command {
     /// Runs by status, spill disk use against the quota, database size, and the model tokens
     /// runs' outputs and previews cost, by command and by day.
     Stats(StatsArgs),
-    /// Delete old runs and their spills now (retention, quota, orphans).
+    /// Delete old runs and their spills now (retention, quota, orphans), or one run by id.
     Purge(PurgeArgs),
     /// Wait for a run: its next preview (with --yield) or its end.
     Wait(live_cli::WaitArgs),
@@ -202,8 +202,12 @@ struct StatsArgs {
 
 #[derive(Debug, Args)]
 struct PurgeArgs {
+    /// Delete this one finished run and its spill now (one whose output held a secret),
+    /// instead of a purge pass.
+    #[arg(conflicts_with = "older_than")]
+    id: Option<RunId>,
     /// Delete finished runs older than this instead of the daemon's retention (e.g. 3d).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     older_than: Option<Duration>,
     /// Only say what would be deleted.
     #[arg(long)]
@@ -229,7 +233,8 @@ struct RunArgs {
     /// Which part of a long output to keep.
     #[arg(long, value_enum, default_value_t)]
     direction: Direction,
-    /// Kill the command's process group after this long (e.g. 90s, 10m, 2h).
+    /// Kill the command's process group after this long (e.g. 90s, 10m, 2h); 0: never, not
+    /// even after the daemon's --default-timeout.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Duration>,
     /// Working directory [default: the current one].
@@ -265,7 +270,8 @@ struct RunArgs {
     until: UntilArgs,
     #[command(flatten)]
     resources: ResourceArgs,
-    /// Run this shell command line with `sh -c` instead of CMD.
+    /// Run this shell command line with `sh -c` instead of CMD (sh, not bash: agent hooks and
+    /// MCP runs use `bash -c`; for bash syntax give `-- bash -c 'COMMAND'`).
     #[arg(
         short = 'c',
         long = "shell",
@@ -294,7 +300,7 @@ struct DaemonArgs {
     /// Exit after this long with no runs and no clients [default: never].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     idle_exit: Option<Duration>,
-    /// Timeout for runs that do not set one [default: none].
+    /// Timeout for runs that do not set one [default: none; 0: none].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     default_timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL when a run's process group is stopped.
@@ -424,9 +430,11 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         max_lines: Some(args.limits.max_lines),
         max_bytes: Some(args.limits.max_bytes),
         direction: Some(args.direction),
-        timeout_ms: args
-            .timeout
-            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)),
+        // 0 stays 0: no timeout (a sub-millisecond one is rounded up to 1 ms).
+        timeout_ms: args.timeout.map(|t| match t.as_millis() {
+            0 if t.is_zero() => 0,
+            ms => u64::try_from(ms).unwrap_or(u64::MAX).max(1),
+        }),
         tags: args.tags.into_iter().collect(),
         tty: Some(!args.no_tty),
         cols: args.cols.or(size.map(|(cols, _)| cols)),
@@ -546,6 +554,7 @@ fn purge(args: PurgeArgs) -> Result<ExitCode> {
             .older_than
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         dry_run: args.dry_run,
+        id: args.id,
     };
     ops::purge(
         &args.output.endpoint.resolve_existing()?,
@@ -564,7 +573,7 @@ fn daemon(args: DaemonArgs) -> Result<ExitCode> {
         socket: endpoint.socket,
         data_dir: endpoint.data_dir,
         idle_exit: args.idle_exit,
-        default_timeout: args.default_timeout,
+        default_timeout: args.default_timeout.filter(|t| !t.is_zero()),
         kill_grace: args.kill_grace,
         policy: PurgePolicy {
             retention: args.retention,

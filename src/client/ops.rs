@@ -174,6 +174,27 @@ fn local_time(t: DateTime<Utc>) -> String {
         .to_string()
 }
 
+/// A setting's period in words: `7 days`, `1 day 12 hours`, `90 seconds` is `1 minute 30
+/// seconds`.
+fn period(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let parts: Vec<String> = [
+        (s / 86_400, "day"),
+        (s / 3600 % 24, "hour"),
+        (s / 60 % 60, "minute"),
+        (s % 60, "second"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, unit)| format!("{n} {unit}{}", if n == 1 { "" } else { "s" }))
+    .collect();
+    if parts.is_empty() {
+        "0 seconds".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
 /// `0.4s`, `8.4s`, `2m03s`, `1h02m`.
 pub(crate) fn duration(d: chrono::Duration) -> String {
     let ms = d.num_milliseconds().max(0);
@@ -351,7 +372,7 @@ pub fn stats(endpoint: &Endpoint, json: bool, tables: TokenTables) -> Result<Exi
     writeln!(
         out,
         "retention: {}",
-        humantime::format_duration(std::time::Duration::from_millis(stats.retention_ms))
+        period(std::time::Duration::from_millis(stats.retention_ms))
     )?;
     writeln!(out, "data directory: {}", stats.data_dir)?;
     match &mut stats.tokens {
@@ -495,6 +516,7 @@ pub fn purge(endpoint: &Endpoint, request: &PurgeRequest, json: bool) -> Result<
     for (why, runs) in [
         ("expired", &report.expired),
         ("over quota", &report.evicted),
+        ("asked for", &report.deleted),
     ] {
         for run in runs {
             writeln!(
@@ -524,7 +546,7 @@ pub fn purge(endpoint: &Endpoint, request: &PurgeRequest, json: bool) -> Result<
         out,
         "{}: {} runs, {} orphan files, {} freed; spills now {} of {}",
         if report.dry_run { "dry run" } else { "purged" },
-        report.expired.len() + report.evicted.len(),
+        report.expired.len() + report.evicted.len() + report.deleted.len(),
         report.orphans.len(),
         ByteSize::b(report.freed_bytes),
         ByteSize::b(report.spill_bytes_after),
@@ -536,6 +558,15 @@ pub fn purge(endpoint: &Endpoint, request: &PurgeRequest, json: bool) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn periods_read_as_words() {
+        let d = std::time::Duration::from_secs;
+        assert_eq!(period(d(7 * 86_400)), "7 days");
+        assert_eq!(period(d(86_400 + 12 * 3600)), "1 day 12 hours");
+        assert_eq!(period(d(90)), "1 minute 30 seconds");
+        assert_eq!(period(d(0)), "0 seconds");
+    }
 
     #[test]
     fn durations_read_naturally() {

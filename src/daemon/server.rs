@@ -210,6 +210,11 @@ impl Daemon {
 
     /// Runs one purge pass (retention, quota, orphans) and logs what went.
     pub async fn purge(&self, request: PurgeRequest) -> Result<PurgeReport, ErrorEvent> {
+        if let Some(id) = request.id {
+            return self
+                .purge_run(id, request.older_than_ms, request.dry_run)
+                .await;
+        }
         let mut policy = self.policy.clone();
         if let Some(ms) = request.older_than_ms {
             policy.retention = Duration::from_millis(ms);
@@ -235,6 +240,46 @@ impl Daemon {
             );
         }
         Ok(report)
+    }
+
+    /// `purge` with an `id`: deletes that one finished run and its spill.
+    async fn purge_run(
+        &self,
+        id: RunId,
+        older_than: Option<u64>,
+        dry_run: bool,
+    ) -> Result<PurgeReport, ErrorEvent> {
+        use crate::storage::purge::PurgeRunError;
+        if older_than.is_some() {
+            return Err(bad_request(
+                "give either id or older_than_ms, not both".into(),
+            ));
+        }
+        if lock(&self.runs).contains_key(&id) {
+            return Err(bad_request(PurgeRunError::Running(id).to_string()));
+        }
+        let spills = self.data_dir.spills_dir();
+        let max_disk = self.policy.max_disk;
+        let index = Arc::clone(&self.index);
+        let done = tokio::task::spawn_blocking(move || {
+            purge::purge_run(&mut lock(&index), &spills, &id, max_disk, dry_run)
+        })
+        .await
+        .map_err(|e| internal(format!("purge task failed: {e}")))?;
+        match done {
+            Ok(report) => {
+                if !dry_run {
+                    tracing::info!(runs = 1, freed_bytes = report.freed_bytes, "purged one run");
+                }
+                Ok(report)
+            }
+            Err(e @ PurgeRunError::Unknown(_)) => Err(ErrorEvent {
+                code: ErrorCode::UnknownRun,
+                message: e.to_string(),
+            }),
+            Err(e @ PurgeRunError::Running(_)) => Err(bad_request(e.to_string())),
+            Err(e) => Err(internal(e.to_string())),
+        }
     }
 
     /// How many runs are going.

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use crate::engine::capture::{CaptureView, SpillProblem};
 use crate::engine::highlight::kind_of;
 use crate::engine::outline::{Fold, Segment};
-use crate::engine::redact::{Redactor, notice_line};
+use crate::engine::redact::{Redactor, notice_line, unkept_notice_line};
 
 mod lines;
 #[cfg(test)]
@@ -271,7 +271,11 @@ impl Preview {
         };
         let mut counts = Counts::new();
         let body = redactor.redact_parts(body, is_marker, &mut counts);
-        let Some(line) = notice_line(&counts) else {
+        let line = match self.spill_path {
+            Some(_) => notice_line(&counts),
+            None => unkept_notice_line(&counts),
+        };
+        let Some(line) = line else {
             return;
         };
         let moved = body.len() as isize - (self.content.len() - notice.len()) as isize;

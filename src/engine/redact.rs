@@ -57,7 +57,7 @@ mod keyword;
 mod rules;
 mod tally;
 
-pub use tally::{Counts, notice_line};
+pub use tally::{Counts, notice_line, unkept_notice_line};
 
 use blocks::{key_blocks, kube_secret};
 use keyword::keyword_at;

@@ -102,6 +102,9 @@ pub struct PurgeReport {
     /// Runs evicted to get under the quota, oldest first.
     pub evicted: Vec<PurgedRun>,
     pub orphans: Vec<OrphanFile>,
+    /// The run a `purge` with an `id` deleted (absent otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<PurgedRun>,
     /// Runs whose spill file was found gone.
     pub marked_missing: Vec<RunId>,
     /// Bytes of files removed.

@@ -199,6 +199,9 @@ pub struct PurgeRequest {
     /// Report what would go, and touch nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// Delete this one finished run and its spill instead (not with `older_than_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<RunId>,
 }
 
 /// `{"op": "run"}`: what to run and how to preview it. Only one of `argv` and `shell`.

@@ -85,6 +85,7 @@ pub fn purge(
         expired: Vec::new(),
         evicted: Vec::new(),
         orphans: Vec::new(),
+        deleted: Vec::new(),
         marked_missing: Vec::new(),
         freed_bytes: 0,
         spill_bytes_after: 0,
@@ -107,6 +108,60 @@ pub fn purge(
         &mut report,
     )?;
     Ok(report)
+}
+
+/// Why `purge ID` deleted nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum PurgeRunError {
+    #[error("no run with id {0}")]
+    Unknown(RunId),
+    #[error("run {0} is running: stop it first (spillway kill {0}), then purge it")]
+    Running(RunId),
+    #[error("the spill of run {0} could not be deleted (see the daemon's log); its record stays")]
+    Kept(RunId),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+/// Deletes one finished run, its spill file and its record, now (a run whose output held a
+/// secret, say); a dry run only reports it.
+pub fn purge_run(
+    index: &mut Index,
+    spills_dir: &Path,
+    id: &RunId,
+    max_disk: u64,
+    dry_run: bool,
+) -> Result<PurgeReport, PurgeRunError> {
+    let run = index
+        .get(id)?
+        .ok_or_else(|| PurgeRunError::Unknown(id.clone()))?;
+    if run.status == crate::protocol::RunStatus::Running {
+        return Err(PurgeRunError::Running(id.clone()));
+    }
+    let spills = Spills::open(spills_dir, dry_run)?;
+    let bytes = spills
+        .remove_run_spill(run.spill_path.as_deref())
+        .ok_or_else(|| PurgeRunError::Kept(id.clone()))?;
+    let gone = PurgedRun {
+        id: run.id,
+        spill_path: run.spill_path,
+        bytes,
+        started_at: run.started_at,
+    };
+    spills.delete_rows(index, std::slice::from_ref(&gone))?;
+    Ok(PurgeReport {
+        dry_run,
+        expired: Vec::new(),
+        evicted: Vec::new(),
+        orphans: Vec::new(),
+        deleted: vec![gone],
+        marked_missing: Vec::new(),
+        freed_bytes: bytes,
+        spill_bytes_after: (index.counted_spill_bytes(DateTime::<Utc>::MIN_UTC)?
+            + running_bytes(index)?)
+        .saturating_sub(if dry_run { bytes } else { 0 }),
+        max_disk,
+    })
 }
 
 /// The TTL: removes the finished runs started before `cutoff`. Returns the counted bytes of

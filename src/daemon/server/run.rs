@@ -349,7 +349,8 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
     )
     .map_err(|e| bad(e.to_string()))?;
     let timeout = match r.timeout_ms {
-        Some(0) => return Err(bad("timeout_ms must be at least 1".into())),
+        // As `timeout(1)`'s 0: no timeout at all, not even the daemon's default.
+        Some(0) => None,
         Some(ms) => Some(Duration::from_millis(ms)),
         None => daemon.default_timeout,
     };

@@ -50,13 +50,26 @@ impl Redactor {
 
 /// The line that says what was redacted, or `None` when nothing was.
 pub fn notice_line(counts: &Counts) -> Option<String> {
+    redaction_line(counts, "the spill file holds the original")
+}
+
+/// As [`notice_line`], for a text no spill file keeps (a `truncate` output that fit its
+/// preview): it says where the original is not.
+pub fn unkept_notice_line(counts: &Counts) -> Option<String> {
+    redaction_line(
+        counts,
+        "the original was not kept (the output fit the preview): --no-redact shows it",
+    )
+}
+
+fn redaction_line(counts: &Counts, original: &str) -> Option<String> {
     let total: u64 = counts.values().sum();
     if total == 0 {
         return None;
     }
     let kinds: Vec<&str> = counts.keys().map(String::as_str).collect();
     Some(format!(
-        "[spillway: {total} secret{} redacted ({}); the spill file holds the original]",
+        "[spillway: {total} secret{} redacted ({}); {original}]",
         if total == 1 { "" } else { "s" },
         kinds.join(", ")
     ))

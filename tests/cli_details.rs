@@ -1,0 +1,156 @@
+//! The command line's small promises: `--timeout 0` is no timeout, bad values are refused by
+//! the client with the flag's name and the limit, `purge ID` deletes one run, and the wording
+//! of what a person reads says what is true.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::helper::daemon::TestDaemon;
+use crate::helper::{Sandbox, run_with_input, stderr, stdout};
+
+fn json(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(out)))
+}
+
+#[test]
+fn a_timeout_of_0_is_none_even_over_the_daemons_default() {
+    let daemon = TestDaemon::start_with(&["--default-timeout", "100ms"]);
+    let timed = daemon.run(&["--", "sleep", "3"]);
+    assert_eq!(timed.status.code(), Some(124), "the default applies");
+    let out = daemon.run(&["--timeout", "0", "--", "sh", "-c", "sleep 1; echo done"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "done\n");
+}
+
+#[test]
+fn bad_values_are_refused_by_the_client_naming_the_flag_and_its_range() {
+    let sandbox = Sandbox::new();
+    for (args, says) in [
+        (
+            &["run", "--max-bytes", "0", "--", "true"][..],
+            "'--max-bytes <N>': 0 is not in 1..=67108864",
+        ),
+        (
+            &["run", "--max-lines", "2000000", "--", "true"],
+            "'--max-lines <N>'",
+        ),
+        (
+            &["run", "--cols", "0", "--", "true"],
+            "'--cols <N>': 0 is not in 1..=65535",
+        ),
+        (
+            &["purge", "--older-than", "-1d"],
+            "a duration cannot be negative",
+        ),
+    ] {
+        let out = sandbox.spillway().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        assert!(!sandbox.data_dir().exists(), "{args:?} reached a daemon");
+    }
+    let help = sandbox.spillway().args(["run", "--help"]).output().unwrap();
+    let help = stdout(&help);
+    assert!(help.contains("1 to 67108864 (64 MiB)"), "{help}");
+    let help = sandbox
+        .spillway()
+        .args(["history", "--help"])
+        .output()
+        .unwrap();
+    assert!(!stdout(&help).contains("Where spill files go"));
+}
+
+#[test]
+fn purge_id_deletes_that_run_its_spill_and_its_record() {
+    let daemon = TestDaemon::start();
+    let kept = json(&daemon.run(&["--json", "--", "echo", "kept"]));
+    let secret = json(&daemon.run(&["--json", "--", "echo", "secret"]));
+    let id = secret["id"].as_str().unwrap();
+    let spill = PathBuf::from(secret["spill_path"].as_str().unwrap());
+    assert!(spill.exists());
+
+    let out = daemon
+        .spillway()
+        .args(["purge", id, "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains(&format!("would delete run {id}")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(spill.exists(), "a dry run deletes nothing");
+
+    let out = daemon.spillway().args(["purge", id]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("purged: 1 runs"), "{}", stdout(&out));
+    assert!(!spill.exists(), "the spill is gone");
+    let show = daemon.spillway().args(["show", id]).output().unwrap();
+    assert!(
+        stderr(&show).contains("no run with id"),
+        "{}",
+        stderr(&show)
+    );
+    let other = kept["id"].as_str().unwrap();
+    let show = daemon
+        .spillway()
+        .args(["show", other, "--raw"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&show), "kept\n", "the other run stays");
+}
+
+#[test]
+fn purge_id_of_a_running_run_is_refused_and_it_goes_on() {
+    let daemon = TestDaemon::start();
+    let running = json(&daemon.run(&["--json", "--yield", "10ms", "--", "sleep", "30"]));
+    let id = running["id"].as_str().unwrap();
+    let out = daemon.spillway().args(["purge", id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("is running: stop it first"),
+        "{}",
+        stderr(&out)
+    );
+    let kill = daemon
+        .spillway()
+        .args(["kill", id, "--signal", "KILL"])
+        .output()
+        .unwrap();
+    assert!(
+        kill.status.success(),
+        "the run was still there: {}",
+        stderr(&kill)
+    );
+}
+
+#[test]
+fn a_redacted_truncate_without_a_spill_does_not_claim_one() {
+    let sandbox = Sandbox::new();
+    let token = format!("ghp_{}", &"a1B2c3D4e5".repeat(4)[..36]);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spillway"));
+    cmd.env("SPILLWAY_DATA_DIR", sandbox.data_dir())
+        .args(["truncate", "--json"]);
+    let out = run_with_input(cmd, format!("token {token}\n").as_bytes());
+    let result = json(&out);
+    assert!(result["spill_path"].is_null(), "{result}");
+    let content = result["content"].as_str().unwrap();
+    assert!(content.contains("[redacted: github-token]"), "{content}");
+    assert!(
+        !content.contains("spill file holds the original"),
+        "{content}"
+    );
+    assert!(content.contains("the original was not kept"), "{content}");
+}
+
+#[test]
+fn stats_says_the_retention_in_words() {
+    let daemon = TestDaemon::start_with(&["--retention", "36h"]);
+    let out = daemon.spillway().arg("stats").output().unwrap();
+    assert!(
+        stdout(&out).contains("retention: 1 day 12 hours\n"),
+        "{}",
+        stdout(&out)
+    );
+}
