@@ -230,3 +230,27 @@ fn a_resize_of_a_run_without_a_terminal_is_refused_and_the_daemon_lives_on() {
         .ask(&json!({"v": 1, "op": "kill", "id": id, "signal": "KILL"}));
     assert_eq!(killed["type"], "exit", "{killed}");
 }
+
+#[test]
+fn history_fits_an_80_column_terminal_and_names_its_time_zone() {
+    let daemon = TestDaemon::start();
+    let long = "x".repeat(200);
+    let out = daemon.run(&["--", "echo", &long]);
+    assert!(out.status.success());
+    for (tz, zone) in [("UTC", "STARTED UTC"), ("UTC-2", "STARTED +02:00")] {
+        let mut cmd = daemon.spillway();
+        cmd.env("TZ", tz).arg("history");
+        let mut terminal = Terminal::spawn(cmd, 80, 24);
+        assert!(terminal.wait().success());
+        let text = terminal.wait_for_text("echo xxx");
+        assert!(text.contains(zone), "{text}");
+        for line in text.lines() {
+            let line = line.trim_end_matches('\r');
+            assert!(
+                line.chars().count() <= 80,
+                "{} columns: {line}",
+                line.chars().count()
+            );
+        }
+    }
+}

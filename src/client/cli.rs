@@ -389,7 +389,7 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // Not eprintln!, which panics when standard error cannot be written (a daemon's
             // log on a full disk): the exit code still says what happened.
-            let _ = writeln!(io::stderr(), "spillway: error: {e:#}");
+            let _ = writeln!(io::stderr(), "spillway: error: {}", error_text(&e));
             ExitCode::from(EXIT_FAILURE)
         }
     }
@@ -401,6 +401,24 @@ fn ignore_sigxfsz() {
     use nix::sys::signal::{SigHandler, Signal, signal};
     // SAFETY: installing SIG_IGN runs no code in signal context.
     let _ = unsafe { signal(Signal::SIGXFSZ, SigHandler::SigIgn) };
+}
+
+/// An error and its causes on one line, as `{:#}` prints them, but each said once: an error
+/// whose message already quotes its cause (`cannot create directory D: No such file or
+/// directory (os error 2)`) is not followed by the cause again.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let said = cause.to_string();
+        if text.contains(&said) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&said);
+    }
+    text
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -630,5 +648,28 @@ impl Write for LogWriter {
     fn flush(&mut self) -> io::Result<()> {
         let _ = io::stderr().flush();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_that_quotes_its_cause_says_it_once() {
+        let cause = io::Error::from_raw_os_error(2);
+        let quoted = anyhow::Error::new(crate::storage::spill::SpillError::CreateDir {
+            path: "/proc/nope".into(),
+            source: cause,
+        })
+        .context("cannot use data directory /proc/nope");
+        let text = error_text(&quoted);
+        assert_eq!(text.matches("os error 2").count(), 1, "{text}");
+        assert!(
+            text.starts_with("cannot use data directory /proc/nope: cannot create"),
+            "{text}"
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_text(&plain), "outer: inner");
     }
 }

@@ -42,14 +42,23 @@ pub fn history(endpoint: &Endpoint, request: &HistoryRequest, json: bool) -> Res
     Ok(ExitCode::SUCCESS)
 }
 
-/// An aligned table, the command cut to what is left of the terminal's width.
+/// Narrowest the COMMAND column of `history` gets before other columns make way for it.
+const MIN_COMMAND: usize = 20;
+
+/// An aligned table, the command cut to what is left of the terminal's width. Start times are
+/// local, the zone in the header; on a narrow terminal (80 columns) LINES and SIZE make way
+/// for the command (`--json` has everything).
 fn history_table(runs: &[RunRecord]) -> String {
+    let started = format!("STARTED {}", zone_label());
     let rows: Vec<[String; 6]> = runs
         .iter()
         .map(|r| {
             [
                 r.id.to_string(),
-                local_time(r.started_at),
+                r.started_at
+                    .with_timezone(&Local)
+                    .format("%m-%d %H:%M")
+                    .to_string(),
                 r.ended_at
                     .map_or_else(|| "-".into(), |end| duration(end - r.started_at)),
                 status_text(r),
@@ -59,9 +68,47 @@ fn history_table(runs: &[RunRecord]) -> String {
             ]
         })
         .collect();
-    let header = ["ID", "STARTED", "DURATION", "STATUS", "LINES", "SIZE"];
+    let header = [
+        "ID",
+        started.as_str(),
+        "DURATION",
+        "STATUS",
+        "LINES",
+        "SIZE",
+    ];
     let commands: Vec<&str> = runs.iter().map(|r| r.command.as_str()).collect();
-    command_table(&header, &rows, &commands, &[2, 4, 5])
+    let room = terminal_width().unwrap_or(usize::MAX);
+    if used_width(&header, &rows).saturating_add(MIN_COMMAND) <= room {
+        return command_table(&header, &rows, &commands, &[2, 4, 5]);
+    }
+    let narrow: Vec<[String; 4]> = rows
+        .into_iter()
+        .map(|[id, started, took, status, _, _]| [id, started, took, status])
+        .collect();
+    let header = ["ID", started.as_str(), "DURATION", "STATUS"];
+    command_table(&header, &narrow, &commands, &[2])
+}
+
+/// This machine's time zone: `UTC`, or its offset from UTC (`+01:00`).
+fn zone_label() -> String {
+    match Local::now().offset().to_string().as_str() {
+        "+00:00" => "UTC".into(),
+        offset => offset.to_string(),
+    }
+}
+
+/// Columns the cells of `rows` under `header` take, two spaces after each.
+fn used_width<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> usize {
+    (0..N)
+        .map(|c| {
+            rows.iter()
+                .map(|row| row[c].chars().count())
+                .chain([header[c].chars().count()])
+                .max()
+                .unwrap_or(0)
+                + 2
+        })
+        .sum()
 }
 
 /// An aligned table of `rows` under `header` with a last COMMAND column cut to what is left
@@ -73,16 +120,7 @@ pub(crate) fn command_table<const N: usize>(
     commands: &[&str],
     numeric: &[usize],
 ) -> String {
-    let used: usize = (0..N)
-        .map(|c| {
-            rows.iter()
-                .map(|row| row[c].chars().count())
-                .chain([header[c].len()])
-                .max()
-                .unwrap_or(0)
-                + 2
-        })
-        .sum();
+    let used = used_width(header, rows);
     let room = terminal_width().map(|w| w.saturating_sub(used).max(20));
     let mut table = Table::new();
     table.load_preset(presets::NOTHING);
@@ -168,9 +206,10 @@ fn cut_to(text: &str, width: usize) -> String {
     format!("{kept}…")
 }
 
+/// A moment in local time, its zone's offset after it.
 fn local_time(t: DateTime<Utc>) -> String {
     t.with_timezone(&Local)
-        .format("%Y-%m-%d %H:%M:%S")
+        .format("%Y-%m-%d %H:%M:%S %:z")
         .to_string()
 }
 
