@@ -24,6 +24,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod engine;
+pub mod program;
 pub mod protocol;
 pub mod storage;
 pub mod supervisor;

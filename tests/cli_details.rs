@@ -154,3 +154,36 @@ fn stats_says_the_retention_in_words() {
         stdout(&out)
     );
 }
+
+#[test]
+fn hints_name_a_program_that_runs() {
+    let daemon = TestDaemon::start();
+    let exe = env!("CARGO_BIN_EXE_spillway");
+    // The daemon's binary is not on its PATH: the notice names it by its path.
+    let out = daemon.run(&["--max-lines", "5", "--", "seq", "100"]);
+    assert!(
+        stdout(&out).contains(&format!("{exe} read ")),
+        "{}",
+        stdout(&out)
+    );
+    let bin = std::path::Path::new(exe).parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    for (on_path, named) in [
+        (false, format!("{exe} wait ")),
+        (true, " spillway wait ".into()),
+    ] {
+        let mut cmd = daemon.spillway();
+        if on_path {
+            cmd.env("PATH", &path);
+        }
+        let out = cmd
+            .args(["run", "--yield", "10ms", "--", "sleep", "30"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(75));
+        assert!(stderr(&out).contains(&named), "{on_path}: {}", stderr(&out));
+    }
+}

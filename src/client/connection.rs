@@ -172,12 +172,13 @@ fn version_warning(pong: &PongEvent, socket: &Path) -> Option<String> {
     (pong.version != mine || pong.protocol != PROTOCOL_VERSION).then(|| {
         format!(
             "spillway: warning: the daemon at {} (pid {}) is spillway {} (protocol v{}), this \
-             client is {mine} (protocol v{PROTOCOL_VERSION}); `spillway daemon restart` starts \
-             one of this version",
+             client is {mine} (protocol v{PROTOCOL_VERSION}); `{} daemon restart` starts one of \
+             this version",
             socket.display(),
             pong.pid,
             pong.version,
-            pong.protocol
+            pong.protocol,
+            crate::program::program()
         )
     })
 }

@@ -90,8 +90,9 @@ fn status(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
         status.version.clone()
     } else {
         format!(
-            "{} (this client is {mine}: `spillway daemon restart`)",
-            status.version
+            "{} (this client is {mine}: `{} daemon restart`)",
+            status.version,
+            crate::program::program()
         )
     };
     let mut out = io::stdout().lock();

@@ -217,21 +217,22 @@ fn print_running(running: &RunningEvent, json: bool) -> Result<ExitCode> {
 /// or waits for input says so first.
 fn running_line(r: &RunningEvent) -> String {
     let id = &r.id;
+    let sw = crate::program::program();
     let elapsed = format!("{:.1}s", r.elapsed_ms as f64 / 1000.0);
     if let Some(ready) = &r.ready {
         return format!(
             "[spillway: run {id} is ready after {elapsed} ({}) and goes on: it is listed by \
-             spillway ps and runs until stopped. Its output: spillway wait {id} --yield 10s \
-             --new; stop it: spillway kill {id}]",
+             {sw} ps and runs until stopped. Its output: {sw} wait {id} --yield 10s \
+             --new; stop it: {sw} kill {id}]",
             crate::daemon::readiness::describe(ready)
         );
     }
     if let Some(waiting) = &r.waiting_for_input {
         return format!(
             "[spillway: run {id} is waiting for input on its terminal after {elapsed} ({} is \
-             blocked reading it; {} lines so far). Answer it: spillway send {id} TEXT (Enter \
-             is pressed after TEXT; --eof ends the input), then spillway wait {id} --yield 10s \
-             --new; stop it: spillway kill {id}]",
+             blocked reading it; {} lines so far). Answer it: {sw} send {id} TEXT (Enter \
+             is pressed after TEXT; --eof ends the input), then {sw} wait {id} --yield 10s \
+             --new; stop it: {sw} kill {id}]",
             waiting.command, r.preview.total_lines
         );
     }
@@ -239,6 +240,7 @@ fn running_line(r: &RunningEvent) -> String {
 }
 
 fn still_running_line(r: &RunningEvent) -> String {
+    let sw = crate::program::program();
     let secs = |ms: u64| format!("{:.1}s", ms as f64 / 1000.0);
     let (first, last) = (r.first_line, r.preview.total_lines);
     let news = match (first > 1, last) {
@@ -254,8 +256,8 @@ fn still_running_line(r: &RunningEvent) -> String {
         String::new()
     };
     format!(
-        "[spillway: run {id} is still running after {} ({idle}{news}). More: spillway wait {id} \
-         --yield 10s --new; type into it: spillway send {id} TEXT; stop it: spillway kill {id}]",
+        "[spillway: run {id} is still running after {} ({idle}{news}). More: {sw} wait {id} \
+         --yield 10s --new; type into it: {sw} send {id} TEXT; stop it: {sw} kill {id}]",
         secs(r.elapsed_ms),
         id = r.id
     )

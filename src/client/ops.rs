@@ -353,7 +353,8 @@ pub fn grep(endpoint: &Endpoint, request: &GrepRequest, json: bool) -> Result<Ex
     if found.result.lines_cut {
         writeln!(
             out,
-            "[lines longer than {MAX_LINE_CHARS} characters were cut; see one whole with: spillway show {} --offset N --limit 1]",
+            "[lines longer than {MAX_LINE_CHARS} characters were cut; see one whole with: {} show {} --offset N --limit 1]",
+            crate::program::program(),
             found.run.id
         )?;
     }

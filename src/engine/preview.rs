@@ -33,7 +33,11 @@ pub struct CliSteps;
 
 impl NextStep for CliSteps {
     fn read_from(&self, spill: &Path, line: u64) -> String {
-        format!("spillway read {} --offset {line}", quote(spill))
+        format!(
+            "{} read {} --offset {line}",
+            crate::program::program(),
+            quote(spill)
+        )
     }
 
     fn search(&self, spill: &Path, pattern: &str) -> String {

@@ -115,7 +115,7 @@ pub fn purge(
 pub enum PurgeRunError {
     #[error("no run with id {0}")]
     Unknown(RunId),
-    #[error("run {0} is running: stop it first (spillway kill {0}), then purge it")]
+    #[error("run {0} is running: stop it first ({sw} kill {0}), then purge it", sw = crate::program::program())]
     Running(RunId),
     #[error("the spill of run {0} could not be deleted (see the daemon's log); its record stays")]
     Kept(RunId),

@@ -58,17 +58,16 @@ pub fn cli_notice(stopped: &[StoppedProcess]) -> Option<String> {
     if stopped.is_empty() {
         return None;
     }
+    let sw = crate::program::program();
     let how = match server(stopped) {
         Some((p, port)) if !p.command.starts_with('[') => {
-            format!(
-                "spillway run --yield 30s --until-port {port} -- {}",
-                p.command
-            )
+            format!("{sw} run --yield 30s --until-port {port} -- {}", p.command)
         }
-        Some((_, port)) => format!("spillway run --yield 30s --until-port {port} -- COMMAND"),
-        None => "spillway run --yield 30s --until-port PORT -- COMMAND (or --until REGEX for \
-                 its ready line)"
-            .to_string(),
+        Some((_, port)) => format!("{sw} run --yield 30s --until-port {port} -- COMMAND"),
+        None => format!(
+            "{sw} run --yield 30s --until-port PORT -- COMMAND (or --until REGEX for its ready \
+             line)"
+        ),
     };
     Some(format!(
         "[spillway: stopped what the command left running: {}. To keep a server, start it \
