@@ -187,3 +187,48 @@ fn hints_name_a_program_that_runs() {
         assert!(stderr(&out).contains(&named), "{on_path}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_line_itself() {
+    let sandbox = Sandbox::new();
+    let exe = env!("CARGO_BIN_EXE_spillway");
+    let script = format!(
+        "source <('{exe}' completions bash) && \
+         COMP_WORDS=(spillway daemon ''); COMP_CWORD=2; _spillway spillway '' daemon; \
+         echo \"${{COMPREPLY[@]}}\"; \
+         COMP_WORDS=(spillway run --no-f); COMP_CWORD=2; _spillway spillway --no-f run; \
+         echo \"${{COMPREPLY[@]}}\""
+    );
+    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    let said = stdout(&out);
+    assert!(
+        ["status", "stop", "restart", "--no-follow"]
+            .iter()
+            .all(|word| said.contains(word)),
+        "{said}{}",
+        stderr(&out)
+    );
+    for shell in ["zsh", "fish"] {
+        let out = sandbox
+            .spillway()
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert!(stdout(&out).contains("daemon"), "{shell}");
+    }
+    let page = sandbox.spillway().arg("man").output().unwrap();
+    assert!(stdout(&page).starts_with(".ie"), "{}", stdout(&page));
+    assert!(stdout(&page).contains(".TH spillway 1"));
+    let dir = sandbox.dir.path().join("man1");
+    let out = sandbox
+        .spillway()
+        .args(["man", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = std::fs::read_to_string(dir.join("spillway-run.1")).unwrap();
+    assert!(run.contains("no\\-follow"), "{run}");
+    assert!(dir.join("spillway-daemon-status.1").exists());
+}

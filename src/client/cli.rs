@@ -100,6 +100,12 @@ enum Command {
     /// The hook an agent host runs before its shell tool: reads the host's JSON on stdin and
     /// answers with the command rewritten to run through `spillway run` (never fails).
     Hook(HookArgs),
+    /// Print a completion script for bash, zsh or fish: `spillway completions bash >
+    /// ~/.local/share/bash-completion/completions/spillway`.
+    Completions(crate::client::docs_cli::CompletionsArgs),
+    /// Print the manual page (troff), or write every page into a directory (--dir):
+    /// `spillway man | man -l -`.
+    Man(crate::client::docs_cli::ManArgs),
     /// Counts a `truncate` run's tokens from the job on stdin and records them (internal:
     /// `truncate` starts it).
     #[command(hide = true)]
@@ -377,6 +383,8 @@ pub fn main() -> ExitCode {
         Command::Init(args) => crate::client::init::run(args),
         Command::Hook(args) => return crate::client::hook::main(args.host),
         Command::CountTokens(args) => count_tokens(args),
+        Command::Completions(args) => crate::client::docs_cli::completions::<Cli>(&args),
+        Command::Man(args) => crate::client::docs_cli::man::<Cli>(&args),
         Command::Mcp(args) => args
             .endpoint
             .resolve()

@@ -8,6 +8,7 @@ pub(crate) mod calls;
 pub mod cli;
 mod connection;
 mod daemon_cli;
+mod docs_cli;
 mod exit;
 pub(crate) mod hook;
 pub(crate) mod init;
