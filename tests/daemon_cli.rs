@@ -101,4 +101,16 @@ fn a_query_on_a_missing_data_dir_creates_nothing_and_starts_nothing() {
             "{query:?} started a daemon"
         );
     }
+    // A socket given where nobody listens starts nothing either.
+    let socket = sandbox.dir.path().join("nobody.sock");
+    let out = sandbox
+        .spillway()
+        .args(["history", "--data-dir"])
+        .arg(&missing)
+        .arg("--socket")
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(!missing.exists() && !socket.exists());
 }

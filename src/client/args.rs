@@ -50,10 +50,20 @@ impl EndpointArgs {
 
     /// As [`EndpointArgs::resolve`], for commands that ask about runs: a data directory that
     /// does not exist has no runs to ask about, and is neither created nor given a daemon (a
-    /// mistyped `--data-dir` is an error, not an empty history).
+    /// mistyped `--data-dir` is an error, not an empty history). A socket given explicitly
+    /// is tried all the same unless nobody listens there: that daemon has its own data
+    /// directory, which this client may not even see.
     pub(crate) fn resolve_existing(&self) -> Result<Endpoint> {
         let endpoint = self.resolve()?;
-        if !endpoint.data_dir.is_dir() {
+        let nobody_there = || {
+            std::os::unix::net::UnixStream::connect(&endpoint.socket).is_err_and(|e| {
+                matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                )
+            })
+        };
+        if !endpoint.data_dir.is_dir() && (self.socket.is_none() || nobody_there()) {
             bail!(
                 "no data directory {}: no run was ever made there (is --data-dir or \
                  SPILLWAY_DATA_DIR mistyped?); nothing was created",
