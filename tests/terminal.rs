@@ -254,3 +254,27 @@ fn history_fits_an_80_column_terminal_and_names_its_time_zone() {
         }
     }
 }
+
+#[test]
+fn sigterm_to_the_client_stops_the_run_as_ctrl_c_does() {
+    // An agent host that kills its tool call sends SIGTERM to `spillway run`, no terminal.
+    let daemon = TestDaemon::start();
+    let mut client = daemon
+        .spillway()
+        .args(["run", "--", "bash", "-c", "sleep 60 & sleep 60; wait"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pgid = the_run_pid(&daemon);
+    wait_for(
+        || processes_in_group(pgid).len() >= 3,
+        "the command's sleeps to start",
+    );
+    crate::helper::daemon::signal(client.id(), "TERM");
+    let status = crate::helper::daemon::wait_child(&mut client);
+    assert_eq!(status.code(), Some(128 + 15));
+    assert!(running(&daemon).is_empty(), "ps still lists the run");
+    assert_eq!(processes_in_group(pgid), Vec::<u32>::new(), "left running");
+}
