@@ -232,3 +232,61 @@ fn completions_and_man_pages_come_from_the_command_line_itself() {
     assert!(run.contains("no\\-follow"), "{run}");
     assert!(dir.join("spillway-daemon-status.1").exists());
 }
+
+#[test]
+fn wait_takes_its_own_preview_limits() {
+    let daemon = TestDaemon::start();
+    let done = json(&daemon.run(&["--json", "--", "seq", "100"]));
+    let id = done["id"].as_str().unwrap();
+    let out = daemon
+        .spillway()
+        .args(["wait", id, "--max-lines", "10", "--json"])
+        .output()
+        .unwrap();
+    let exit = json(&out);
+    assert_eq!(exit["type"], "exit", "{exit}");
+    assert_eq!(exit["total_lines"], 100);
+    assert_eq!(exit["truncated"], true, "{exit}");
+    assert!(
+        exit["content"].as_str().unwrap().lines().count() < 20,
+        "{exit}"
+    );
+
+    let started = json(&daemon.run(&[
+        "--json",
+        "--yield",
+        "10ms",
+        "--",
+        "sh",
+        "-c",
+        "seq 100; sleep 30",
+    ]));
+    let id = started["id"].as_str().unwrap();
+    let mut running = Value::Null;
+    crate::helper::daemon::wait_for(
+        || {
+            let out = daemon
+                .spillway()
+                .args(["wait", id, "--yield", "50ms", "--max-lines", "10", "--json"])
+                .output()
+                .unwrap();
+            running = json(&out);
+            running["total_lines"].as_u64() >= Some(100)
+        },
+        "the run's 100 lines",
+    );
+    assert_eq!(running["type"], "running", "{running}");
+    assert_eq!(running["truncated"], true, "{running}");
+    let out = daemon
+        .spillway()
+        .args(["wait", id, "--max-lines", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let kill = daemon
+        .spillway()
+        .args(["kill", id, "--signal", "KILL"])
+        .output()
+        .unwrap();
+    assert!(kill.status.success());
+}

@@ -99,6 +99,13 @@ pub struct WaitArgs {
     caller: Option<String>,
     #[command(flatten)]
     until: WaitUntilArgs,
+    /// Most lines of output to show, 1 to 1000000, instead of the run's own limit (the
+    /// preview is then made from the spill file).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=crate::engine::capture::MAX_MAX_LINES as u64))]
+    max_lines: Option<u64>,
+    /// Most bytes of output to show, 1 to 67108864 (64 MiB), instead of the run's own limit.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=crate::engine::capture::MAX_MAX_BYTES as u64))]
+    max_bytes: Option<u64>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -274,6 +281,8 @@ pub fn wait(args: WaitArgs) -> Result<ExitCode> {
         caller: args.caller,
         until: args.until.until,
         until_port: args.until.until_port,
+        max_lines: args.max_lines,
+        max_bytes: args.max_bytes,
     };
     let endpoint = args.output.endpoint.resolve_existing()?;
     match calls::wait(&endpoint, request)? {

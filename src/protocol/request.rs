@@ -36,6 +36,13 @@ pub struct WaitRequest {
     /// Answer as soon as this TCP port accepts a connection on localhost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_port: Option<u16>,
+    /// The preview's line limit, instead of the run's (the preview is then made from the
+    /// spill; the other limit defaults as `run`'s does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lines: Option<u64>,
+    /// The preview's byte limit, instead of the run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 /// `{"op": "send"}`: what to type.

@@ -280,6 +280,8 @@ impl SpillwayMcp {
                 caller: None,
                 until: p.until,
                 until_port: p.until_port,
+                max_lines: None,
+                max_bytes: None,
             },
             (Err(message), _) | (_, Err(message)) => return failure(message),
         };

@@ -52,7 +52,7 @@ pub(super) async fn follow(
             send(write, &last).await
         }
         Found::Recorded => {
-            let last = match recorded_exit(id.clone(), daemon).await {
+            let last = match recorded_exit(id.clone(), daemon, None).await {
                 Ok(last) => last,
                 Err(e) => return send(write, &Event::Error(e)).await,
             };

@@ -27,11 +27,15 @@ pub(super) const FILE_CATCH_UP: Duration = Duration::from_secs(2);
 
 /// A `running` event: the preview so far, or with `new` of what `caller` has not been shown;
 /// `ready` says why it came early, and the kernel says whether the command waits for input.
+///
+/// With `limits` (a `wait` that asks for other limits than the run's), the preview is made
+/// from the spill file with them.
 pub(super) async fn running_event(
     entry: &Arc<RunEntry>,
     new: bool,
     caller: &str,
     ready: Option<crate::protocol::Ready>,
+    limits: Option<Limits>,
 ) -> Event {
     let live = Arc::clone(&entry.live);
     let (pid, tty) = (entry.pid, entry.tty);
@@ -46,11 +50,12 @@ pub(super) async fn running_event(
         Ok(looked) => looked,
         Err(e) => return Event::error(ErrorCode::Internal, format!("preview failed: {e}")),
     };
-    let start = lock(&entry.cursors).get(caller).copied();
-    let (preview, first_line, cursor) = match (new, start, entry.spill_path()) {
-        (true, Some(start), Some(path)) => {
+    let start = lock(&entry.cursors).get(caller).copied().filter(|_| new);
+    let start = start.or(limits.map(|_| Cursor::default()));
+    let (preview, first_line, cursor) = match (start, entry.spill_path()) {
+        (Some(start), Some(path)) => {
             let path = path.to_path_buf();
-            let shape = entry.live.shape();
+            let shape = reshaped(entry.live.shape(), limits);
             let (to, pending) = (snapshot.committed, snapshot.pending.clone());
             wait_for_file(&path, to).await;
             let range = tokio::task::spawn_blocking(move || {
@@ -79,6 +84,18 @@ pub(super) async fn running_event(
         waiting_for_input,
         preview,
     }))
+}
+
+/// `shape` with other preview limits, when asked for.
+fn reshaped(shape: Arc<Shape>, limits: Option<Limits>) -> Arc<Shape> {
+    match limits {
+        Some(limits) => Arc::new(Shape {
+            limits,
+            direction: shape.direction,
+            highlights: shape.highlights.clone(),
+        }),
+        None => shape,
+    }
 }
 
 /// Waits (bounded) until the spill file holds `bytes` bytes: what the run had read when a
@@ -114,19 +131,22 @@ pub(super) fn range_of_file(
 
 /// The exit event `caller` gets: the run's own, or with `new` one whose preview covers only
 /// what the caller has not been shown.
+///
+/// With `limits`, the preview is made anew from the spill file with them.
 pub(super) async fn exit_for(
     last: Arc<Event>,
     spill_path: Option<PathBuf>,
     cursors: &Cursors,
-    new: bool,
-    caller: &str,
+    (new, caller): (bool, &str),
     shape: Arc<Shape>,
+    limits: Option<Limits>,
 ) -> Event {
-    let start = lock(cursors).get(caller).copied();
-    let (Event::Exit(exit), true, Some(start), Some(path)) = (&*last, new, start, spill_path)
-    else {
+    let start = lock(cursors).get(caller).copied().filter(|_| new);
+    let start = start.or(limits.map(|_| Cursor::default()));
+    let (Event::Exit(exit), Some(start), Some(path)) = (&*last, start, spill_path) else {
         return (*last).clone();
     };
+    let shape = reshaped(shape, limits);
     let to = exit.preview.total_bytes;
     let range =
         tokio::task::spawn_blocking(move || range_of_file(&path, &shape, start, to, "")).await;
@@ -140,7 +160,7 @@ pub(super) async fn exit_for(
                 None,
             );
             Event::Exit(Box::new(ExitEvent {
-                first_line: Some(start.lines + 1),
+                first_line: new.then_some(start.lines + 1),
                 preview,
                 ..(**exit).clone()
             }))
@@ -152,7 +172,11 @@ pub(super) async fn exit_for(
 
 /// The exit event of a run the daemon no longer keeps, rebuilt from its record and its spill
 /// (previewed with the default limits).
-pub(super) async fn recorded_exit(id: RunId, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+pub(super) async fn recorded_exit(
+    id: RunId,
+    daemon: &Daemon,
+    limits: Option<Limits>,
+) -> Result<Event, ErrorEvent> {
     let wanted = id.clone();
     let row = daemon
         .with_index(move |index| index.get(&wanted))
@@ -164,7 +188,7 @@ pub(super) async fn recorded_exit(id: RunId, daemon: &Daemon) -> Result<Event, E
         )));
     }
     let preview = match spill_of(id.clone(), daemon).await {
-        Ok((_, path)) => tokio::task::spawn_blocking(move || preview_of_file(&path))
+        Ok((_, path)) => tokio::task::spawn_blocking(move || preview_of_file(&path, limits))
             .await
             .map_err(|e| internal(format!("preview failed: {e}")))?
             .map_err(internal)?,
@@ -174,11 +198,12 @@ pub(super) async fn recorded_exit(id: RunId, daemon: &Daemon) -> Result<Event, E
 }
 
 /// The preview of a whole spill file, with the default limits.
-pub(super) fn preview_of_file(path: &Path) -> Result<Preview, String> {
-    let limits = Limits::new(DEFAULT_MAX_LINES as u64, DEFAULT_MAX_BYTES as u64)
+pub(super) fn preview_of_file(path: &Path, limits: Option<Limits>) -> Result<Preview, String> {
+    let default = Limits::new(DEFAULT_MAX_LINES as u64, DEFAULT_MAX_BYTES as u64)
         .map_err(|e| e.to_string())?;
     let read = || -> io::Result<RangeCapture> {
         let file = open_spill(path)?;
+        let limits = limits.unwrap_or(default);
         let mut range = RangeCapture::new(limits, Cursor::default(), Some(Patterns::defaults()));
         range.feed_from(file, u64::MAX)?;
         Ok(range)

@@ -155,7 +155,7 @@ pub(super) async fn serve_run(
                     () = after => None,
                     ready = ready => ready,
                 };
-                let event = running_event(&entry, false, "", ready).await;
+                let event = running_event(&entry, false, "", ready, None).await;
                 send(write, &event).await?;
                 if kill_on_disconnect {
                     owned.push(Arc::downgrade(&entry));

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::daemon::readiness::Until;
+use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::protocol::{ErrorCode, ErrorEvent, Event, WaitRequest};
 use crate::sync::lock;
 
@@ -20,6 +21,16 @@ pub(super) async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event,
             "yield_ms must be at least 1".into(),
         ));
     }
+    let limits = match (request.max_lines, request.max_bytes) {
+        (None, None) => None,
+        (lines, bytes) => Some(
+            Limits::new(
+                lines.unwrap_or(DEFAULT_MAX_LINES as u64),
+                bytes.unwrap_or(DEFAULT_MAX_BYTES as u64),
+            )
+            .map_err(|e| error(ErrorCode::BadRequest, e.to_string()))?,
+        ),
+    };
     let caller = request.caller.unwrap_or_default();
     let until = Until::new(request.until.as_deref(), request.until_port)
         .map_err(|message| error(ErrorCode::BadPattern, message))?;
@@ -55,9 +66,10 @@ pub(super) async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event,
             Ok(match ended {
                 Some(last) => {
                     let spill = entry.spill_path().map(Path::to_path_buf);
-                    exit_for(last, spill, &entry.cursors, request.new, &caller, shape).await
+                    let asked = (request.new, caller.as_str());
+                    exit_for(last, spill, &entry.cursors, asked, shape, limits).await
                 }
-                None => running_event(&entry, request.new, &caller, ready).await,
+                None => running_event(&entry, request.new, &caller, ready, limits).await,
             })
         }
         Found::Recent {
@@ -65,7 +77,10 @@ pub(super) async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event,
             shape,
             last,
             cursors,
-        } => Ok(exit_for(last, spill_path, &cursors, request.new, &caller, shape).await),
-        Found::Recorded => recorded_exit(request.id, daemon).await,
+        } => {
+            let asked = (request.new, caller.as_str());
+            Ok(exit_for(last, spill_path, &cursors, asked, shape, limits).await)
+        }
+        Found::Recorded => recorded_exit(request.id, daemon, limits).await,
     }
 }
