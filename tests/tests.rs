@@ -9,6 +9,7 @@ mod full_disk;
 mod fuzz_corpus;
 mod hardening;
 mod helper;
+mod host_cli;
 mod hostile;
 mod hosts;
 mod index_versions;

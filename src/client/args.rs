@@ -36,6 +36,20 @@ pub(crate) struct EndpointArgs {
 }
 
 impl EndpointArgs {
+    /// The endpoint as the environment names it (`SPILLWAY_SOCKET`, `SPILLWAY_DATA_DIR`), for
+    /// callers with no command line of their own (Claude Code's shell prefix).
+    pub(crate) fn from_env() -> EndpointArgs {
+        let path = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        EndpointArgs {
+            socket: path(SOCKET_ENV),
+            data_dir: path(DATA_DIR_ENV),
+        }
+    }
+
     pub(crate) fn resolve(&self) -> Result<Endpoint> {
         let data_dir = DataDir::locate(self.data_dir.as_deref())?;
         Ok(Endpoint {
