@@ -540,13 +540,20 @@ fn runs_run_and_reads_answer_at_every_fill_level_of_the_disk() {
     let wal = ns.outside(&setup.data.join("index.sqlite3-wal"));
     assert!(!wal.exists(), "a clean stop leaves no write-ahead log");
     ns.leave_free(0);
+    let restarted = Instant::now();
     let daemon = setup.start_daemon();
+    let history = setup.json(&["history", "--json", "--limit", "1000"]);
+    println!(
+        "full_disk: a daemon started on the full disk ({} B free, no reserve, no write-ahead \
+         log) and answered history in {:.1?}",
+        ns.free(),
+        restarted.elapsed()
+    );
     assert!(
         setup.log().contains("the run index is open read-only"),
         "{}",
         setup.log()
     );
-    let history = setup.json(&["history", "--json", "--limit", "1000"]);
     let seq = &runs[runs.len() - 1];
     let id = seq["id"].as_str().unwrap();
     assert!(listed(&setup, &seq["id"]), "{history}");
@@ -566,6 +573,12 @@ fn runs_run_and_reads_answer_at_every_fill_level_of_the_disk() {
     setup.json(&["ps", "--json"]);
     let after = setup.json(&["run", "--json", "--no-tty", "--", "echo", "after-restart"]);
     assert_eq!(after["exit_code"], 0, "{after}");
+    let content = after["content"].as_str().unwrap();
+    assert!(
+        content.contains("after-restart") && content.contains("will not list it"),
+        "the read-only index took no row, and the client is told: {content}"
+    );
+    assert!(!listed(&setup, &after["id"]));
 
     // The purge frees the disk, spills first, and then the rows go too.
     let purged = setup.json(&["purge", "--json", "--older-than", "0s"]);
@@ -573,6 +586,10 @@ fn runs_run_and_reads_answer_at_every_fill_level_of_the_disk() {
     assert!(freed >= big_bytes, "{purged}");
     assert!(ns.free() >= big_bytes, "{}", ns.free());
     assert!(!listed(&setup, &big["id"]), "{purged}");
+    println!(
+        "full_disk: purge on the full disk freed {freed} B; {} B free after",
+        ns.free()
+    );
 
     // And runs are whole and recorded again.
     let whole = setup.json(&["run", "--json", "--no-tty", "--", "seq", "1", "1000"]);

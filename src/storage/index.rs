@@ -874,6 +874,79 @@ pub(crate) mod tests {
         }
     }
 
+    /// Caps the database at the pages it has: any write that needs another fails as on a
+    /// full disk (`SQLITE_FULL`), for tests of what a full disk does to writers.
+    pub(crate) fn cap_at_current_size(index: &Index) {
+        let pages: i64 = index
+            .conn
+            .pragma_query_value(None, "page_count", |row| row.get(0))
+            .unwrap();
+        index
+            .conn
+            .pragma_update(None, "max_page_count", pages)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_full_disk_is_told_apart_from_other_failures() {
+        let (_dir, mut index) = open_temp();
+        cap_at_current_size(&index);
+        let mut big = new_run(1, at(0));
+        big.argv = Some(vec!["x".repeat(1 << 20)]);
+        let e = index.insert_run(&big).unwrap_err();
+        assert!(e.is_full() && !e.is_busy(), "{e}");
+        assert!(
+            index.insert_run(&new_run(2, at(1))).unwrap(),
+            "small rows still fit"
+        );
+    }
+
+    #[test]
+    fn an_index_opened_read_only_reads_and_becomes_writable_at_its_first_write() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory whose name an SQLite URI would misread.
+        let root = dir.path().join("a?b#c%d e");
+        std::fs::create_dir(&root).unwrap();
+        let path = root.join(INDEX_FILE);
+        let mut writer = Index::open(&path).unwrap();
+        writer.insert_run(&new_run(1, at(0))).unwrap();
+        drop(writer); // the last connection: the write-ahead log is folded in and removed
+
+        let mut index = Index::open_read_only(&path).unwrap();
+        assert!(index.is_read_only());
+        assert_eq!(index.get(&id(1)).unwrap().unwrap().id, id(1));
+        assert_eq!(history(&index, HistoryFilter::default()), [id(1)]);
+        index.insert_run(&new_run(2, at(1))).unwrap();
+        assert!(!index.is_read_only());
+        assert_eq!(history(&index, HistoryFilter::default()), [id(2), id(1)]);
+
+        // With a write-ahead log in use (another connection open), too.
+        let mut reader = Index::open_read_only(&path).unwrap();
+        assert_eq!(history(&reader, HistoryFilter::default()), [id(2), id(1)]);
+        reader.writable().unwrap();
+        assert!(!reader.is_read_only());
+    }
+
+    #[test]
+    fn read_only_opening_refuses_what_it_could_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.sqlite3");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(matches!(
+            Index::open_read_only(&empty),
+            Err(IndexError::Migrate { .. })
+        ));
+        let missing = dir.path().join("missing.sqlite3");
+        assert!(Index::open_read_only(&missing).is_err());
+        assert!(!missing.exists(), "nothing is created");
+        let text = dir.path().join("text.sqlite3");
+        std::fs::write(&text, vec![b'x'; 4096]).unwrap();
+        assert!(matches!(
+            Index::open_read_only(&text),
+            Err(IndexError::NotADatabase { .. })
+        ));
+    }
+
     pub(crate) fn open_temp() -> (tempfile::TempDir, Index) {
         let dir = tempfile::tempdir().unwrap();
         let index = Index::open(&dir.path().join(INDEX_FILE)).unwrap();

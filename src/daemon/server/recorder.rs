@@ -285,7 +285,7 @@ mod tests {
     use super::*;
     use crate::protocol::RunStatus;
     use crate::storage::index::INDEX_FILE;
-    use crate::storage::index::tests::{end, id, new_run, open_temp};
+    use crate::storage::index::tests::{cap_at_current_size, end, id, new_run, open_temp};
 
     fn status(index: &Index, n: u32) -> Option<RunStatus> {
         index.get(&id(n)).unwrap().map(|row| row.status)
@@ -328,5 +328,35 @@ mod tests {
         assert_eq!(recorder.flush(Duration::from_secs(20)).await, 0);
         assert_eq!(status(&reader, 1), Some(RunStatus::Exited));
         assert_eq!(status(&reader, 2), Some(RunStatus::Exited));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_record_the_full_disk_refuses_is_left_out_and_told_and_holds_up_nothing() {
+        let (dir, reader) = open_temp();
+        let space = Arc::new(Space::new(dir.path()));
+        let writer = Index::open(&dir.path().join(INDEX_FILE)).unwrap();
+        cap_at_current_size(&writer);
+        let recorder = Recorder::start(writer, space).unwrap();
+        let at = chrono::Utc::now();
+        let mut big = new_run(1, at);
+        big.argv = Some(vec!["x".repeat(1 << 20)]);
+
+        let started = recorder.record(Record::Start(big)).await;
+        assert!(
+            matches!(&started, Outcome::Unrecorded(why) if why.contains("is full")),
+            "{started:?}"
+        );
+        // The next run is recorded: the refused one holds nothing up.
+        let small = recorder.record(Record::Start(new_run(2, at))).await;
+        assert_eq!(small, Outcome::Written);
+        let end_small = Record::End(id(2), end(RunStatus::Exited, Some(0), 1));
+        assert_eq!(recorder.record(end_small).await, Outcome::Written);
+        assert_eq!(status(&reader, 2), Some(RunStatus::Exited));
+        // The refused run's end tries its whole row again, and is told it is still left out.
+        let end_big = Record::End(id(1), end(RunStatus::Exited, Some(0), 1));
+        let ended = recorder.record(end_big).await;
+        assert!(matches!(ended, Outcome::Unrecorded(_)), "{ended:?}");
+        assert_eq!(status(&reader, 1), None);
+        assert_eq!(recorder.flush(Duration::from_secs(20)).await, 0);
     }
 }
