@@ -79,7 +79,7 @@ struct Queued {
 /// What the writer thread has done, for callers waiting on it.
 #[derive(Debug, Clone, Copy, Default)]
 struct Progress {
-    /// Records dealt with (written, or dropped after an error), counted from 1.
+    /// Records dealt with (written, or left out after an error), counted from 1.
     done: u64,
     /// The record at the head of the queue is waiting for another process's lock.
     blocked: bool,
@@ -185,6 +185,7 @@ fn write_records(
             progress,
         };
         let outcome = match record {
+            // A taken id (Ok(false)) cannot happen: ids are checked free before a run starts.
             Record::Start(run) => {
                 let outcome = writer.write(|index| index.insert_run(&run).map(drop));
                 if outcome != Outcome::Written {
