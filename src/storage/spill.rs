@@ -41,6 +41,8 @@ pub enum SpillError {
     Chmod { path: PathBuf, source: io::Error },
     #[error("cannot create spill file in {dir}: {source}")]
     CreateFile { dir: PathBuf, source: io::Error },
+    #[error("the disk was full: no spill file could be created in {dir}")]
+    DiskFull { dir: PathBuf },
 }
 
 /// The resolved, existing, private data directory.
@@ -122,6 +124,9 @@ impl DataDir {
             match opened {
                 Ok(file) => return Ok(SpillFile::new(path, file, floor)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => {
+                    return Err(SpillError::DiskFull { dir });
+                }
                 Err(source) => return Err(SpillError::CreateFile { dir, source }),
             }
         }
@@ -182,10 +187,10 @@ pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
 }
 
 /// A spill writer's watch on the free space of the disk it shares with the run index: the
-/// file stops growing (as if the disk were full) once less than [`space::LOW_SPACE`] is free.
-/// `statvfs` is asked again once as many bytes have been written as half the room there was,
-/// and at least every [`Floor::CHECK_EVERY`] bytes, so a disk with room costs a call per
-/// 4 MiB and a nearly full one a call per batch.
+/// file stops growing (as if the disk were full) where less than [`space::LOW_SPACE`] would be
+/// left, keeping what fits above that. `statvfs` is asked again once as many bytes have been
+/// written as half the room there was, and at least every [`Floor::CHECK_EVERY`] bytes, so a
+/// disk with room costs a call per 4 MiB and a nearly full one a call per batch.
 #[derive(Debug)]
 struct Floor {
     /// Bytes to write before the next look.
@@ -199,8 +204,9 @@ impl Floor {
         Floor { until_check: 0 }
     }
 
-    /// Whether `len` more bytes may go to `file`; if not, why not.
-    fn admit(&mut self, file: &File, len: usize) -> Result<(), String> {
+    /// Whether `len` more bytes may go to `file`; if not, how many may (the room left above
+    /// the floor) and why no more.
+    fn admit(&mut self, file: &File, len: usize) -> Result<(), (u64, String)> {
         let len = len as u64;
         if len < self.until_check {
             self.until_check -= len;
@@ -212,10 +218,27 @@ impl Floor {
         };
         let room = free.saturating_sub(space::LOW_SPACE);
         if room < len {
-            return Err(space::spill_floor_reached(free));
+            return Err((room, space::spill_floor_reached(free)));
         }
         self.until_check = ((room - len) / 2).min(Self::CHECK_EVERY);
         Ok(())
+    }
+}
+
+/// Writes `text` to `file`, or as much of it as `floor` admits (cut at a character, so that
+/// what was saved reads back whole) and then says why no more.
+fn write_admitted(file: &mut File, floor: Option<&mut Floor>, text: &str) -> Result<(), String> {
+    let failed = |e: io::Error| space::spill_write_failed(&e);
+    match floor.map_or(Ok(()), |floor| floor.admit(file, text.len())) {
+        Ok(()) => file.write_all(text.as_bytes()).map_err(failed),
+        Err((room, why)) => {
+            let mut keep = usize::try_from(room).unwrap_or(usize::MAX).min(text.len());
+            while !text.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            file.write_all(&text.as_bytes()[..keep]).map_err(failed)?;
+            Err(why)
+        }
     }
 }
 
@@ -529,10 +552,7 @@ fn write_batches(
             scanner,
         } = batch;
         let result = match file.as_mut() {
-            Some(f) if !scan_only => Some(match floor.as_mut().map(|fl| fl.admit(f, text.len())) {
-                Some(Err(why)) => Err(why),
-                _ => f.write_all(text.as_bytes()).map_err(|e| e.to_string()),
-            }),
+            Some(f) if !scan_only => Some(write_admitted(f, floor.as_mut(), &text)),
             _ => None,
         };
         if let Some(scanner) = scanner {

@@ -28,7 +28,7 @@ use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, chi
 
 use super::follow::{follow_live, open_tail};
 use super::previews::running_event;
-use super::recorder::Record;
+use super::recorder::{Outcome, Record};
 use super::runs::{Cursors, RunEntry, Session, client_gone, hung_up};
 use super::{ClientWriter, Daemon, bad_request, exit_event, grep, rfc3339, send};
 
@@ -43,10 +43,6 @@ pub(super) async fn serve_run(
     if daemon.stopping.load(Ordering::SeqCst) {
         let message = "the daemon is shutting down and takes no new runs";
         return send(write, &Event::error(ErrorCode::ShuttingDown, message)).await;
-    }
-    // A run would have nowhere to put its output, and its record might not fit either.
-    if let Some(message) = daemon.space.refusal() {
-        return send(write, &Event::error(ErrorCode::Internal, message)).await;
     }
     let id = match daemon.fresh_run_id().await {
         Ok(id) => id,
@@ -202,7 +198,8 @@ async fn watch_run(
         Ok(mut finished) => {
             tracing::info!(id = %id, status = finished.status.as_str(), "run ended");
             annotate(&mut finished);
-            daemon.record_end(&id, &finished).await;
+            let outcome = daemon.record_end(&id, &finished).await;
+            note_unrecorded(&mut finished, &id, &outcome);
             exit_event(id.clone(), finished)
         }
         Err(_) => Event::error(ErrorCode::Internal, format!("run {id} was lost")),
@@ -316,6 +313,24 @@ pub(super) fn annotate(f: &mut Finished) {
         &f.limits_hit,
         f.limits_note.as_deref(),
     );
+}
+
+/// Tells the client, in one line after the preview's notice, that its run is not (wholly) in
+/// the run index, why, and what that means: the result it is given is all it will get from
+/// `history`. Nothing is said of a run that was recorded.
+fn note_unrecorded(f: &mut Finished, id: &RunId, outcome: &Outcome) {
+    let line = match outcome {
+        Outcome::Written | Outcome::Pending => return,
+        Outcome::Unrecorded(why) => format!(
+            "[spillway: run {id} was not recorded in the run index, so `spillway history` will \
+             not list it: {why}]"
+        ),
+        Outcome::EndUnrecorded(why) => format!(
+            "[spillway: the end of run {id} was not recorded in the run index, so `spillway \
+             history` shows it as running: {why}]"
+        ),
+    };
+    crate::supervisor::leftovers::annotate(&mut f.preview, &[], &[], Some(&line));
 }
 
 /// Resolves a request into a run specification, with the daemon's defaults.
