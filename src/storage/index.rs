@@ -209,6 +209,16 @@ pub struct Index {
     busy_timeout: Duration,
 }
 
+/// An index path that is a symlink is refused: it could point the daemon's writes anywhere.
+fn refuse_symlink(path: &Path) -> Result<(), IndexError> {
+    if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return Err(IndexError::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
 impl Index {
     /// Opens (creating) the index at `path`, applies migrations, sets WAL and the busy timeout.
     /// A file that is not a spillway index (or is a newer one) is refused untouched.
@@ -217,11 +227,7 @@ impl Index {
             path: path.to_path_buf(),
             source,
         };
-        if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
-            return Err(IndexError::Symlink {
-                path: path.to_path_buf(),
-            });
-        }
+        refuse_symlink(path)?;
         create_private(path).map_err(|source| IndexError::Io {
             path: path.to_path_buf(),
             source,
@@ -257,11 +263,7 @@ impl Index {
             path: path.to_path_buf(),
             source,
         };
-        if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
-            return Err(IndexError::Symlink {
-                path: path.to_path_buf(),
-            });
-        }
+        refuse_symlink(path)?;
         let mut wal = path.as_os_str().to_owned();
         wal.push("-wal");
         let no_log = !std::fs::metadata(&wal).is_ok_and(|meta| meta.len() > 0);
