@@ -5,7 +5,7 @@
 //! that a command or the spills filled used to leave runs `running` for ever, later runs out of
 //! the history, a purge that could not free anything and a daemon that could not start. A full
 //! disk is spillway's problem, never its user's: a command runs whatever is left, and every
-//! read answers. Three measures keep the index writable, whatever filled the disk:
+//! read answers. Three measures keep the index usable, whatever filled the disk:
 //!
 //! - **The floor.** Spill files on the index's file system stop growing once less than
 //!   [`LOW_SPACE`] would be left, as if the disk were full: a spill keeps what fits above the
@@ -21,7 +21,7 @@
 //!   room ([`Space::replenish`]). Only a run whose record finds neither is left out of the
 //!   index, and its client is told ([`Space::unrecorded`]).
 //! - **Reads need no room.** A daemon that cannot open its index for writing on a full disk
-//!   opens it read-only (`crate::storage::index::Index::open_or_read_only`) and answers reads;
+//!   opens it read-only (`crate::storage::index::Index::open_read_only`) and answers reads;
 //!   one that cannot open it at all says why in one line ([`Space::full_disk`]), and a client
 //!   that started it prints that line (`crate::client::connection`).
 //!
@@ -120,12 +120,14 @@ impl Space {
         std::fs::symlink_metadata(&self.reserve).is_ok_and(|m| m.is_file())
     }
 
-    /// Why a run could not be recorded, for its client: the disk, and where its output is.
+    /// Why a run could not be recorded, for its client: which disk, how full, and what frees
+    /// room.
     pub fn unrecorded(&self) -> String {
         let free = self.free().map_or_else(|| "unknown".to_string(), human);
         format!(
             "the disk holding spillway's data directory {} is full ({free} free, and the \
-             reserve kept for the run index is used up)",
+             reserve kept for the run index is used up); `spillway purge --older-than 1d` \
+             frees room",
             self.root.display()
         )
     }

@@ -327,7 +327,7 @@ fn note_unrecorded(f: &mut Finished, id: &RunId, outcome: &Outcome) {
         ),
         Outcome::EndUnrecorded(why) => format!(
             "[spillway: the end of run {id} was not recorded in the run index, so `spillway \
-             history` shows it as running: {why}]"
+             history` shows it as running until a later daemon marks it interrupted: {why}]"
         ),
     };
     crate::supervisor::leftovers::annotate(&mut f.preview, &[], &[], Some(&line));
