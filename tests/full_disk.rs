@@ -537,8 +537,9 @@ fn runs_run_and_reads_answer_at_every_fill_level_of_the_disk() {
     )
     .unwrap();
     daemon.0.wait().unwrap();
-    let wal = ns.outside(&setup.data.join("index.sqlite3-wal"));
-    assert!(!wal.exists(), "a clean stop leaves no write-ahead log");
+    // A clean stop usually leaves no write-ahead log (the file is then opened immutable);
+    // when a late reader kept one, the read-only opening uses its shared-memory file: both
+    // ways must answer.
     ns.leave_free(0);
     let restarted = Instant::now();
     let daemon = setup.start_daemon();
