@@ -15,6 +15,7 @@ use regex::Regex;
 use tokio::sync::watch;
 
 use crate::protocol::Ready;
+use crate::protocol::cut::cut_chars;
 use crate::storage::follow::{Start, Tail};
 
 /// How often a port is tried.
@@ -26,7 +27,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often the spill is read again when the reader's progress could not be watched.
 const LINE_POLL: Duration = Duration::from_millis(100);
 
-/// Longest matched line reported.
+/// Longest matched line reported, in characters (cut never inside a piece that could be a
+/// secret: `crate::protocol::cut`).
 const MAX_LINE: usize = 500;
 
 /// What "ready" means for a run.
@@ -110,10 +112,10 @@ async fn matching_line(
                 if pattern.is_match(text) {
                     return Ok(Ready::Line {
                         line: event.line + i as u64,
-                        text: crate::supervisor::procfs::cut(text)
-                            .chars()
-                            .take(MAX_LINE)
-                            .collect(),
+                        text: match cut_chars(text, MAX_LINE) {
+                            Some(kept) => format!("{kept}..."),
+                            None => text.to_string(),
+                        },
                     });
                 }
             }

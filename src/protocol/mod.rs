@@ -14,6 +14,7 @@
 //! changes the protocol. Fields with a type of their own (signals, statuses, times) are
 //! parsed here, once, at the edge.
 
+pub mod cut;
 mod event;
 mod preview;
 mod record;
