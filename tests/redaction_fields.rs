@@ -201,6 +201,18 @@ fn text_cut_short_never_shows_part_of_a_secret() {
     for line in &key_body {
         assert!(!matches.contains(line.as_str()), "{matches}");
     }
+    // A yield while a line is being written: the token's first 38 characters are not shown.
+    let partial = format!(
+        "printf 'start\\nexport GITHUB_TOKEN={}'; sleep 30",
+        &tok[..38]
+    );
+    let yielded = daemon.run(&["--json", "--yield", "1s", "--", "sh", "-c", &partial]);
+    let yielded = json(&stdout(&yielded));
+    assert_eq!(yielded["type"], "running", "{yielded}");
+    let content = yielded["content"].as_str().unwrap();
+    assert!(content.contains("start"), "{content}");
+    assert!(!content.contains("ghp_"), "{content}");
+    ask(&daemon, &["kill", yielded["id"].as_str().unwrap()]);
     let read = stdout(
         &daemon
             .spillway()
