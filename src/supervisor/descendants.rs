@@ -225,7 +225,8 @@ fn find_in_proc(id: &str, leader: u32, seen: &BTreeMap<u32, Member>, thorough: b
     found.into_values().collect()
 }
 
-/// Tracks one run's processes (see the module docs).
+/// Tracks one run's processes (see the module docs); a live run for the sweep of strays
+/// ([`super::strays`]) from its making to its end.
 #[derive(Debug)]
 pub struct Tracker {
     id: RunId,
@@ -244,6 +245,8 @@ pub struct EndReport {
 
 impl Tracker {
     pub fn new(id: RunId, leader: u32, cgroup: Option<RunCgroup>) -> Tracker {
+        let dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
+        super::strays::register(id.as_str(), leader, dir);
         Tracker {
             id,
             leader,
@@ -380,6 +383,8 @@ impl Tracker {
         stopped: Vec<Member>,
         hung_up: &[reaper::Reaped],
     ) -> EndReport {
+        // Ended: what is left of it now is a stray for the sweep that follows.
+        super::strays::unregister(self.id.as_str());
         let mut all: BTreeMap<(u32, u64), Member> = BTreeMap::new();
         for m in at_exit.into_iter().chain(stopped) {
             let entry = all.entry(m.key()).or_insert_with(|| m.clone());
@@ -426,6 +431,12 @@ impl Tracker {
                 .collect(),
             limits_hit,
         }
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        super::strays::unregister(self.id.as_str());
     }
 }
 

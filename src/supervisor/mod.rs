@@ -68,6 +68,7 @@ pub(crate) mod procfs;
 pub(crate) mod progress;
 pub(crate) mod pty;
 pub(crate) mod reaper;
+pub mod strays;
 
 use self::cgroup::CgroupTree;
 use self::descendants::{Member, Tracker};
