@@ -1,6 +1,7 @@
 //! Spawning a run's command contained: into its cgroup before `exec` (so not even its first
-//! child is born outside it), with the marker its processes inherit (`SPILLWAY_RUN_ID`), and
-//! with an address-space limit where no memory cgroup holds the run. A cgroup that cannot be
+//! child is born outside it), with the marker its processes inherit (`SPILLWAY_RUN_ID`), the
+//! caller's umask and resource limits, and with an address-space limit where no memory cgroup
+//! holds the run. A cgroup that cannot be
 //! joined never stops a run: the command is spawned again without it, and tracked through
 //! `/proc`.
 
@@ -8,6 +9,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
+use super::caller::Prepared;
 use super::cgroup::RunCgroup;
 use super::descendants::RUN_ID_ENV;
 use super::limits::{self, Enforcement, Resources};
@@ -28,13 +30,17 @@ pub(super) fn spawn_contained(
     let by_cgroup = cgroup.as_ref().map_or(&none, RunCgroup::enforced);
     let address_space = Enforcement::plan(&spec.resources, by_cgroup).address_space;
     let build = |joins: Vec<std::ffi::CString>, address_space: Option<u64>, namespace: bool| {
+        let caller = Prepared::new(spec.caller.as_ref(), address_space.is_some());
         let mut cmd = command(&spec.argv, &spec.env, cwd, program);
         cmd.env(RUN_ID_ENV, spec.id.as_str());
         // SAFETY: the hook runs in the child between fork and exec: it only opens, writes
-        // and closes files whose names were made before the fork, and calls setrlimit and
-        // unshare, all async-signal-safe; it allocates nothing and takes no lock.
+        // and closes files whose names were made before the fork, and calls umask, setrlimit
+        // and unshare, all async-signal-safe; it allocates nothing and takes no lock.
         unsafe {
-            cmd.pre_exec(move || contain_child(&joins, address_space, namespace));
+            cmd.pre_exec(move || {
+                caller.apply()?;
+                contain_child(&joins, address_space, namespace)
+            });
         }
         cmd
     };

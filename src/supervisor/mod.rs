@@ -57,6 +57,7 @@ use crate::protocol::{Direction, Preview, RunId, RunStatus};
 use crate::storage::spill::DataDir;
 use crate::supervisor::progress::Live;
 
+pub mod caller;
 pub mod cgroup;
 mod contain;
 pub(crate) mod descendants;
@@ -130,6 +131,8 @@ pub struct RunSpec {
     pub cgroups: Option<Arc<CgroupTree>>,
     /// The run's resource limits.
     pub resources: Resources,
+    /// The caller's umask and resource limits for the command; `None`: the daemon's.
+    pub caller: Option<crate::protocol::CallerContext>,
 }
 
 /// What prevented a run from starting. Nothing after the start is an error: it is in

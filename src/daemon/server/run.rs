@@ -424,5 +424,6 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         max_spill,
         cgroups: daemon.cgroups.clone(),
         resources: resources.or(daemon.default_resources),
+        caller: r.caller.clone(),
     })
 }
