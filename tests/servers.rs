@@ -307,3 +307,30 @@ fn a_v1_limit_holds_after_its_directory_was_removed() {
     assert_eq!(v1_parent(&second, "pids"), Some(parent), "{second}");
     assert!(!second.contains("not enforced"), "{second}");
 }
+
+/// `--until-port` counts only a listener of the run: a port another process already listens
+/// on does not make a run that never listens on it ready (it yields after its time instead).
+#[test]
+fn until_port_ignores_a_listener_that_is_not_the_runs() {
+    let daemon = TestDaemon::start();
+    let foreign = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = foreign.local_addr().unwrap().port().to_string();
+    let out = daemon.run(&[
+        "--json",
+        "--yield",
+        "1s",
+        "--until-port",
+        &port,
+        "--",
+        "sleep",
+        "30",
+    ]);
+    let running = json(&out);
+    assert_eq!(running["type"], "running", "{running}");
+    assert!(running.get("ready").is_none(), "{running}");
+    daemon
+        .spillway()
+        .args(["kill", running["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+}

@@ -133,6 +133,14 @@ fn listening_sockets() -> HashMap<u64, u16> {
     sockets
 }
 
+/// Whether one of `pids` holds a socket listening on TCP `port` (IPv4 or IPv6).
+pub fn listening_on(pids: &[u32], port: u16) -> bool {
+    let listening = listening_sockets();
+    pids.iter()
+        .flat_map(|&pid| socket_inodes(pid))
+        .any(|inode| listening.get(&inode) == Some(&port))
+}
+
 /// The socket inodes among a process's open descriptors.
 fn socket_inodes(pid: u32) -> Vec<u64> {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
@@ -541,5 +549,14 @@ mod tests {
             "wrong start time"
         );
         assert!(signal_exact(me, s.start, Signal::SIGCONT));
+    }
+
+    #[test]
+    fn a_listener_is_found_among_its_owners_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(listening_on(&[std::process::id()], port));
+        assert!(!listening_on(&[], port));
+        assert!(!listening_on(&[1], port), "not init's");
     }
 }

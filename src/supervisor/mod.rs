@@ -194,6 +194,14 @@ impl RunControl {
     pub fn members(&self) -> Vec<Member> {
         self.shared.tracker.members(false)
     }
+
+    /// Whether a process of the run, its command included, listens on TCP `port` (blocking:
+    /// reads `/proc`).
+    pub fn listens_on(&self, port: u16) -> bool {
+        let mut pids = vec![self.shared.pgid.as_raw() as u32];
+        pids.extend(self.members().into_iter().map(|m| m.pid));
+        descendants::listening_on(&pids, port)
+    }
 }
 
 /// How a run ended.

@@ -135,7 +135,10 @@ pub(super) async fn serve_run(
                     match &until {
                         Some(until) => Some(
                             until
-                                .ready(entry.spill_path(), 1, entry.live.committed())
+                                .ready(entry.spill_path(), 1, entry.live.committed(), {
+                                    let run = entry.control.clone();
+                                    move |port| run.listens_on(port)
+                                })
                                 .await,
                         ),
                         None => std::future::pending().await,
