@@ -414,3 +414,26 @@ fn a_process_that_leaves_its_run_is_stopped_at_the_run_end() {
         );
     }
 }
+
+/// A background child that the terminal's hangup ends as its command exits is named by its
+/// command line, read while it lived, never by its zombie's name (`[sleep]`).
+#[test]
+fn a_child_the_hangup_ends_is_named_by_its_command_line() {
+    let daemon = daemon(Mode::Cgroup);
+    let mut guard = Leftovers::default();
+    let token = token(150);
+    guard.0.push(token.clone());
+    let request = json!({"v": 1, "op": "run",
+                         "shell": format!("sleep {token} & echo PID=$!; sleep 0.3"),
+                         "cwd": "/", "tty": true});
+    let exit = daemon.client().run_to_exit(&request);
+    let escapee = announced(exit["spill_path"].as_str().unwrap(), 1)[0];
+    assert_gone(&token, "the hung-up child");
+    let named = exit["stopped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == escapee)
+        .unwrap_or_else(|| panic!("{escapee} is not in stopped: {exit}"));
+    assert_eq!(named["command"], format!("sleep {token}"), "{exit}");
+}

@@ -244,7 +244,10 @@ mod tests {
         match until.ready(Some(&path), 1, rx, |_| true).await {
             Ready::Line { line, text } => {
                 assert_eq!(line, 1);
-                assert!(text.starts_with("start ") && text.ends_with("..."), "{text}");
+                assert!(
+                    text.starts_with("start ") && text.ends_with("..."),
+                    "{text}"
+                );
             }
             other => panic!("{other:?}"),
         }

@@ -88,6 +88,12 @@ use waiter::REAP_PATIENCE;
 /// terminal's hangup at the command's exit still has a name in the report.
 const TRACK_TICK: Duration = Duration::from_millis(500);
 
+/// The first look at a run's processes; the next ones come twice as late each, up to
+/// [`TRACK_TICK`]. A background child of a command that is done within a second
+/// (`server & sleep 0.3`) is then named by its command line, read while it lived, rather
+/// than by the name its zombie keeps (`[sleep]`).
+const FIRST_LOOK: Duration = Duration::from_millis(25);
+
 /// A terminal's size in character cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TtySize {
@@ -498,13 +504,14 @@ async fn enforce_deadlines(
     }
 }
 
-/// Looks at the run's processes now and then while its command runs (see [`TRACK_TICK`]).
+/// Looks at the run's processes now and then while its command runs (see [`FIRST_LOOK`]
+/// and [`TRACK_TICK`]).
 async fn track_while_running(shared: Arc<Shared>) {
     // Not at once: a short command is done before the first look.
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + TRACK_TICK, TRACK_TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut wait = FIRST_LOOK;
     loop {
-        tick.tick().await;
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(TRACK_TICK);
         if shared.leader_exited.load(Ordering::Acquire) {
             return;
         }
