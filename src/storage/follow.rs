@@ -47,14 +47,27 @@ pub struct Tail {
     buf: Vec<u8>,
 }
 
-/// Opens a spill file for reading, refusing a symbolic link (`ELOOP`): the daemon reads the file
-/// it created, never whatever a link put in its place points to.
+/// Opens a spill file for reading, refusing a symbolic link (`ELOOP`) and a file another user
+/// owns: the daemon reads the file it created, never whatever a link or another user put in
+/// its place (text that would reach a model as this run's output).
 pub fn open_spill(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)
+        .open(path)?;
+    let owner = file.metadata()?.uid();
+    let me = nix::unistd::geteuid().as_raw();
+    if owner != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is owned by uid {owner}, not by this user (uid {me}): not a spill of ours",
+                path.display()
+            ),
+        ));
+    }
+    Ok(file)
 }
 
 impl Tail {
