@@ -1,7 +1,7 @@
 //! Secrets reach no field of any answer: command lines (`ps`, `history`, the `show` header,
 //! `show`/`grep --json`'s `run`, `stats`' by-command key), what a run's end stopped (its
 //! `stopped` list and the notice line, cut preview or not), the `until` line, what waits for
-//! input, and text cut short (a `show` or `grep` cut, a page inside a private key's body, a
+//! input, `kill` and `follow` answers, and text cut short (a `show` or `grep` cut, a page inside a private key's body, a
 //! `grep` match without context). Planted values are looked for in every answer, and
 //! detect-secrets judges them all together.
 
@@ -90,8 +90,8 @@ fn no_field_of_any_answer_carries_a_secret() {
     look("ps", ask(&daemon, &["ps"]));
     look("ps --json", ask(&daemon, &["ps", "--json"]));
     look("history --json", ask(&daemon, &["history", "--json"]));
-    ask(&daemon, &["send", &id, ""]);
-    ask(&daemon, &["wait", &id]);
+    look("kill", ask(&daemon, &["kill", &id]));
+    look("kill --json", ask(&daemon, &["kill", "--json", &id]));
 
     // A run that leaves a process holding a secret in its command line, preview cut and not.
     let leaves = format!("seq 1 20; sh -c 'sleep 60; : --token {tok}' & sleep 0.5");
@@ -126,6 +126,7 @@ fn no_field_of_any_answer_carries_a_secret() {
         look("show --json", ask(&daemon, &["show", "--json", id]));
         look("grep --json", ask(&daemon, &["grep", "--json", id, "."]));
         look("grep", ask(&daemon, &["grep", id, "."]));
+        look("follow", ask(&daemon, &["follow", id]));
     }
 
     let python = venv_python(&root().join("tests/redact/requirements.txt"));

@@ -82,6 +82,25 @@ pub fn cut_chars(text: &str, max_chars: usize) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Wherever a line is cut, what is kept is a prefix of it within the limit, and a
+        /// secret in it is either kept whole or not begun.
+        #[test]
+        fn a_cut_keeps_a_secret_whole_or_not_at_all(
+            before in "[a-z =:,é]{0,60}",
+            after in "[a-z =:,]{0,20}",
+            cut in 0usize..140,
+        ) {
+            let token = format!("ghp_{}", "aB3".repeat(12));
+            let line = format!("{before}{token} {after}");
+            let kept = cut_chars(&line, cut).unwrap_or(&line);
+            prop_assert!(line.starts_with(kept));
+            prop_assert!(kept.chars().count() <= cut.max(line.chars().count()));
+            prop_assert!(!kept.contains("ghp_") || kept.contains(&token), "{kept}");
+        }
+    }
 
     #[test]
     fn a_trailing_piece_is_held_back() {
