@@ -1,9 +1,9 @@
 //! Secrets reach no field of any answer: command lines (`ps`, `history`, the `show` header,
 //! `show`/`grep --json`'s `run`, `stats`' by-command key), what a run's end stopped (its
 //! `stopped` list and the notice line, cut preview or not), the `until` line, what waits for
-//! input, `kill` and `follow` answers, and text cut short (a `show` or `grep` cut, a page inside a private key's body, a
-//! `grep` match without context). Planted values are looked for in every answer, and
-//! detect-secrets judges them all together.
+//! input, `kill` and `follow` answers, and text cut short (a `show` or `grep` cut, a page
+//! inside a private key's body, a `grep` match without context). Planted values are looked for
+//! in every answer, and detect-secrets judges them all together.
 
 use std::path::Path;
 use std::process::Command;
