@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -240,8 +240,9 @@ pub struct Tracker {
     id: RunId,
     leader: u32,
     cgroup: Option<RunCgroup>,
-    /// Every process seen as the run's, by pid, with what it was.
-    seen: Mutex<BTreeMap<u32, Member>>,
+    /// Every process seen as the run's, by pid, with what it was (shared with the sweep of
+    /// strays, for which they are the run's too).
+    seen: Arc<Mutex<BTreeMap<u32, Member>>>,
 }
 
 /// What a run's end found: what was stopped, and the limits it hit.
@@ -254,12 +255,13 @@ pub struct EndReport {
 impl Tracker {
     pub fn new(id: RunId, leader: u32, cgroup: Option<RunCgroup>) -> Tracker {
         let dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
-        super::strays::register(id.as_str(), leader, dir);
+        let seen = Arc::new(Mutex::new(BTreeMap::new()));
+        super::strays::register(id.as_str(), leader, dir, Arc::clone(&seen));
         Tracker {
             id,
             leader,
             cgroup,
-            seen: Mutex::new(BTreeMap::new()),
+            seen,
         }
     }
 

@@ -8,7 +8,7 @@
 //! an orphan the daemon adopted (a child subreaper), lives on as the daemon's child. But the
 //! daemon's children are its runs' commands and their orphans only: so when any run ends,
 //! every child of the daemon that is no run's command and belongs to no live run, by cgroup,
-//! session, process group or marker, is stopped with its descendants, and the run that ended
+//! session, process group, marker or having been seen as its, is stopped with its descendants, and the run that ended
 //! reports it among what it stopped.
 //!
 //! Only the daemon sweeps ([`enable`]): a process that merely embeds the supervisor (a test)
@@ -16,8 +16,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -35,11 +35,16 @@ const POLL: Duration = Duration::from_millis(20);
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// A live run, as the sweep tells its processes: by id (the marker), leader (session and
-/// process group) and cgroup.
+/// process group), cgroup and what its tracker saw.
 struct Live {
     leader: u32,
     cgroup: Option<PathBuf>,
+    /// What its tracker has seen as its processes.
+    seen: Seen,
 }
+
+/// A tracker's processes seen, by pid.
+type Seen = Arc<Mutex<BTreeMap<u32, Member>>>;
 
 /// The live runs, by id.
 static LIVE: Mutex<BTreeMap<String, Live>> = Mutex::new(BTreeMap::new());
@@ -50,8 +55,13 @@ pub fn enable() {
 }
 
 /// Registers a run as live, from its start to its end.
-pub(super) fn register(id: &str, leader: u32, cgroup: Option<PathBuf>) {
-    lock(&LIVE).insert(id.to_string(), Live { leader, cgroup });
+pub(super) fn register(id: &str, leader: u32, cgroup: Option<PathBuf>, seen: Seen) {
+    let live = Live {
+        leader,
+        cgroup,
+        seen,
+    };
+    lock(&LIVE).insert(id.to_string(), live);
 }
 
 /// The run is no longer live: its processes are strays from now on.
@@ -106,9 +116,13 @@ fn find() -> Vec<Member> {
         .collect();
     let belongs = |p: &Stat| {
         in_cgroups.contains(&p.pid)
-            || live
-                .values()
-                .any(|l| p.sid == l.leader || p.pgrp == l.leader)
+            || live.values().any(|l| {
+                p.sid == l.leader
+                    || p.pgrp == l.leader
+                    || lock(&l.seen)
+                        .get(&p.pid)
+                        .is_some_and(|m| m.start == p.start)
+            })
             || marker(p.pid).is_some_and(|id| live.contains_key(&id))
     };
     let roots: Vec<u32> = all
