@@ -547,14 +547,26 @@ fn a_process_that_escaped_its_run_is_stopped_and_reaped() {
 /// bad request, and the daemon lives on.
 #[test]
 fn a_run_gets_the_callers_umask_and_resource_limits() {
-    let daemon = TestDaemon::start();
+    // A daemon that raises its open-file limit (its soft one below its hard one), as it gives
+    // commands the limit it started with unless the caller sends one.
+    let daemon = TestDaemon::start_customised(|cmd, _| {
+        use nix::sys::resource::{Resource, getrlimit, setrlimit};
+        let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        // SAFETY: the hook only calls setrlimit, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let _ = setrlimit(Resource::RLIMIT_NOFILE, 1000.min(hard), hard);
+                Ok(())
+            });
+        }
+    });
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("made");
     let mut cmd = std::process::Command::new("sh");
     cmd.args([
         "-c",
-        "umask 027; ulimit -n 200; ulimit -c 0; exec \"$0\" run --no-tty -- sh -c \
-         'touch \"$0\"; umask; ulimit -n; ulimit -c' \"$1\"",
+        "umask 027; ulimit -Sn 200; ulimit -c 0; exec \"$0\" run --no-tty -- sh -c \
+         'touch \"$0\"; umask; ulimit -Sn; ulimit -c' \"$1\"",
         env!("CARGO_BIN_EXE_spillway"),
         file.to_str().unwrap(),
     ]);

@@ -73,7 +73,10 @@ impl Prepared {
             umask(mask);
         }
         for &(resource, soft, hard) in &self.limits {
-            let _ = setrlimit(resource, soft, hard);
+            if setrlimit(resource, soft, hard).is_ok() && resource == Resource::RLIMIT_NOFILE {
+                // The caller's, not the daemon's raised one: the terminal's set-up keeps it.
+                super::pty::keep_file_limit();
+            }
         }
         Ok(())
     }
