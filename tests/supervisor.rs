@@ -63,6 +63,7 @@ impl Rig {
             max_spill: spillway::engine::capture::DEFAULT_MAX_SPILL,
             cgroups: None,
             resources: Default::default(),
+            caller: None,
         }
     }
 

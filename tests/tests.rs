@@ -20,6 +20,7 @@ mod ops;
 mod protocol_v1;
 mod read_cli;
 mod redaction;
+mod redaction_fields;
 mod runaway;
 mod screen;
 mod servers;

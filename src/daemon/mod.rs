@@ -118,6 +118,9 @@ fn start(config: &DaemonConfig) -> Result<(Opened, Signals, tokio::runtime::Runt
     // opened (systemd stopping a unit that is still starting) waits in the queue and becomes
     // an orderly shutdown instead of killing the daemon mid-way.
     let signals = catch_signals()?;
+    // The daemon's children are its runs' commands and their orphans: any other is stopped
+    // at a run's end (`crate::supervisor::strays`).
+    crate::supervisor::strays::enable();
     let files = raise_file_limit();
     let data_dir = DataDir::open(&config.data_dir)
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;

@@ -666,6 +666,17 @@ async fn spill_of(id: RunId, daemon: &Daemon) -> Result<(RunRow, PathBuf), Error
             "{path} is missing or outside the spills directory"
         ))
     })?;
+    // A file another user put in its place is not this run's output.
+    let me = nix::unistd::geteuid().as_raw();
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if std::os::unix::fs::MetadataExt::uid(&meta) == me && meta.is_file() => {}
+        _ => {
+            return Err(missing(&format!(
+                "{} is not a file of this user's",
+                path.display()
+            )));
+        }
+    }
     Ok((row, path))
 }
 

@@ -282,6 +282,9 @@ pub struct RunRequest {
     /// CPU time for the whole run, as a number of cores (default: the daemon's `--cpu`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<f64>,
+    /// The caller's umask and resource limits, for the command (default: the daemon's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<super::CallerContext>,
 }
 
 impl RunRequest {
@@ -326,7 +329,9 @@ impl RunRequest {
                     .into(),
             );
         }
-        Ok(())
+        self.caller
+            .as_ref()
+            .map_or(Ok(()), super::CallerContext::check)
     }
 }
 

@@ -37,6 +37,15 @@ pub enum SpillError {
     Symlink { path: PathBuf },
     #[error("{path} is owned by uid {owner}, not by this user (uid {me}); refusing to use it")]
     ForeignOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error(
+        "{path} is inside {ancestor} (owned by uid {owner}), which another user could rename \
+         it out of; refusing to use it: choose a data directory under your own"
+    )]
+    ForeignAncestor {
+        path: PathBuf,
+        ancestor: PathBuf,
+        owner: u32,
+    },
     #[error("cannot make {path} private (mode 0700): {source}")]
     Chmod { path: PathBuf, source: io::Error },
     #[error("cannot create spill file in {dir}: {source}")]
@@ -86,6 +95,7 @@ impl DataDir {
     }
 
     fn ensure(&self) -> Result<(), SpillError> {
+        check_ancestors(&self.root)?;
         ensure_private_dir(&self.root)?;
         ensure_private_dir(&self.spills_dir())
     }
@@ -139,6 +149,29 @@ fn new_stem() -> String {
     let now = chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
     let seq = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{now}-{}-{seq:06}", std::process::id())
+}
+
+/// Refuses a data directory below a directory another user could rename it out of: one owned
+/// by another user (root aside), or one others may write to without the sticky bit (`/tmp`
+/// has it). That user could swap `spills/` for their own, and `show` and `grep` would serve
+/// their text as a run's output. Ancestors that do not exist yet are made by us.
+fn check_ancestors(root: &Path) -> Result<(), SpillError> {
+    let me = nix::unistd::geteuid().as_raw();
+    for dir in root.ancestors().skip(1) {
+        let Ok(meta) = fs::metadata(dir) else {
+            continue;
+        };
+        let owner = meta.uid();
+        let open_to_others = meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0;
+        if (owner != me && owner != 0) || open_to_others {
+            return Err(SpillError::ForeignAncestor {
+                path: root.to_path_buf(),
+                ancestor: dir.to_path_buf(),
+                owner,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Makes sure `path` is a real directory owned by us with mode 0700, creating it if needed.
@@ -582,6 +615,35 @@ fn write_batches(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_dir_another_user_could_rename_away_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        // Others may write to it, without the sticky bit.
+        let open = base.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = DataDir::open(&open.join("a/data")).unwrap_err();
+        assert!(
+            matches!(&refused, SpillError::ForeignAncestor { ancestor, .. } if *ancestor == open),
+            "{refused}"
+        );
+        assert!(!open.join("a").exists(), "nothing is made under it");
+        // With the sticky bit, as /tmp: accepted.
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        DataDir::open(&open.join("a/data")).unwrap();
+        // Owned by another user (when this test may give a directory away).
+        let theirs = base.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        if nix::unistd::chown(&theirs, Some(nobody), None).is_ok() {
+            let refused = DataDir::open(&theirs.join("data")).unwrap_err();
+            assert!(
+                refused.to_string().contains("owned by uid 65534"),
+                "{refused}"
+            );
+        }
+    }
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().mode() & 0o777

@@ -16,6 +16,7 @@ use crate::daemon::readiness::Until;
 use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
+use crate::protocol::cut::shown_end;
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, LaggedEvent, RawEvent, RunId, RunRequest, StartedEvent,
     StreamMode,
@@ -130,7 +131,10 @@ pub(super) async fn serve_run(
                     match &until {
                         Some(until) => Some(
                             until
-                                .ready(entry.spill_path(), 1, entry.live.committed())
+                                .ready(entry.spill_path(), 1, entry.live.committed(), {
+                                    let run = entry.control.clone();
+                                    move |port| run.listens_on(port)
+                                })
                                 .await,
                         ),
                         None => std::future::pending().await,
@@ -283,13 +287,33 @@ async fn send_raw(
         Err(e) if e.error_len().is_none() && !last => carry.len() - e.valid_up_to(),
         Err(_) => 0,
     };
-    let cut = carry.len() - keep;
+    let mut cut = carry.len() - keep;
+    if !last {
+        cut = held_back(&carry[..cut]);
+    }
     if cut == 0 {
         return Ok(());
     }
     let data = String::from_utf8_lossy(&carry[..cut]).into_owned();
     carry.drain(..cut);
     send(write, &Event::Raw(RawEvent { data })).await
+}
+
+/// Most bytes of a raw stream held back as a piece that could be a secret being written.
+const MAX_RAW_HOLD: usize = 4096;
+
+/// Where a raw chunk may end: before a trailing piece that could be a secret's start
+/// (`crate::protocol::cut`), which goes out with the next chunk, so redaction sees it whole.
+fn held_back(bytes: &[u8]) -> usize {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return bytes.len();
+    };
+    let end = shown_end(text);
+    if bytes.len() - end > MAX_RAW_HOLD {
+        bytes.len()
+    } else {
+        end
+    }
 }
 
 /// Terminal type a run gets unless it asks otherwise (its size: the normaliser's defaults,
@@ -418,5 +442,6 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         max_spill,
         cgroups: daemon.cgroups.clone(),
         resources: resources.or(daemon.default_resources),
+        caller: r.caller.clone(),
     })
 }
