@@ -541,3 +541,58 @@ fn a_process_that_escaped_its_run_is_stopped_and_reaped() {
         "the escapee to be stopped and reaped",
     );
 }
+
+/// The command gets the caller's umask and resource limits, not the daemon's: a file made
+/// under `umask 027` is 0640, and `ulimit -n` and `-c` are the caller's. A bad `caller` is a
+/// bad request, and the daemon lives on.
+#[test]
+fn a_run_gets_the_callers_umask_and_resource_limits() {
+    // A daemon that raises its open-file limit (its soft one below its hard one), as it gives
+    // commands the limit it started with unless the caller sends one.
+    let daemon = TestDaemon::start_customised(|cmd, _| {
+        use nix::sys::resource::{Resource, getrlimit, setrlimit};
+        let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        // SAFETY: the hook only calls setrlimit, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let _ = setrlimit(Resource::RLIMIT_NOFILE, 1000.min(hard), hard);
+                Ok(())
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("made");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args([
+        "-c",
+        "umask 027; ulimit -Sn 200; ulimit -c 0; exec \"$0\" run --no-tty -- sh -c \
+         'touch \"$0\"; umask; ulimit -Sn; ulimit -c' \"$1\"",
+        env!("CARGO_BIN_EXE_spillway"),
+        file.to_str().unwrap(),
+    ]);
+    for (k, v) in daemon.spillway().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(stdout(&out), "0027\n200\n0\n", "{}", stderr(&out));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+
+    let mut client = daemon.client();
+    for caller in [
+        json!({"umask": 512}),
+        json!({"rlimits": {"files": {"soft": 1, "hard": 1}}}),
+        json!({"rlimits": {"nofile": {"soft": 9, "hard": 8}}}),
+    ] {
+        let mut request = run_request(&["true"]);
+        request["caller"] = caller.clone();
+        let answer = client.ask(&request);
+        assert_eq!(answer["code"], "bad_request", "{caller}: {answer}");
+    }
+    let out = daemon.run(&["--", "echo", "alive"]);
+    assert_eq!(stdout(&out), "alive\n");
+}

@@ -373,3 +373,67 @@ fn a_new_daemon_stops_what_a_crashed_one_left() {
         }
     }
 }
+
+/// A process that cuts every tie to its run (with `--no-cgroup`: a session of its own and an
+/// empty environment, so no marker; with cgroups: a session of its own and its pid written
+/// into the root cgroup, where it may) is stopped at its run's end all the same, and named: it is a child of the
+/// daemon that belongs to no live run.
+#[test]
+fn a_process_that_leaves_its_run_is_stopped_at_the_run_end() {
+    let escapes = [
+        (
+            Mode::Proc,
+            140,
+            "setsid -f env -i sh -c 'echo PID=$$; exec sleep TOKEN'; sleep 0.5".to_string(),
+        ),
+        (
+            Mode::Cgroup,
+            141,
+            "setsid sh -c 'for f in /sys/fs/cgroup/unified/cgroup.procs \
+             /sys/fs/cgroup/cgroup.procs; do echo $$ > $f 2>/dev/null && break; done; \
+             echo PID=$$; exec sleep TOKEN' & sleep 0.5"
+                .to_string(),
+        ),
+    ];
+    for (mode, n, script) in escapes {
+        let daemon = daemon(mode);
+        let mut guard = Leftovers::default();
+        let token = token(n);
+        guard.0.push(token.clone());
+        let request = json!({"v": 1, "op": "run", "shell": script.replace("TOKEN", &token),
+                             "cwd": "/", "tty": true});
+        let exit = daemon.client().run_to_exit(&request);
+        let escapee = announced(exit["spill_path"].as_str().unwrap(), 1)[0];
+        check(
+            &exit,
+            escapee,
+            Kind::Setsid,
+            true,
+            &token,
+            &format!("{mode:?} escapee"),
+        );
+    }
+}
+
+/// A background child that the terminal's hangup ends as its command exits is named by its
+/// command line, read while it lived, never by its zombie's name (`[sleep]`).
+#[test]
+fn a_child_the_hangup_ends_is_named_by_its_command_line() {
+    let daemon = daemon(Mode::Cgroup);
+    let mut guard = Leftovers::default();
+    let token = token(150);
+    guard.0.push(token.clone());
+    let request = json!({"v": 1, "op": "run",
+                         "shell": format!("sleep {token} & echo PID=$!; sleep 0.3"),
+                         "cwd": "/", "tty": true});
+    let exit = daemon.client().run_to_exit(&request);
+    let escapee = announced(exit["spill_path"].as_str().unwrap(), 1)[0];
+    assert_gone(&token, "the hung-up child");
+    let named = exit["stopped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == escapee)
+        .unwrap_or_else(|| panic!("{escapee} is not in stopped: {exit}"));
+    assert_eq!(named["command"], format!("sleep {token}"), "{exit}");
+}

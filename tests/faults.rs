@@ -218,7 +218,7 @@ impl Squeeze {
     /// What the write error says.
     fn error(&self) -> &'static str {
         match self {
-            Squeeze::FullDisk { .. } => "No space left on device",
+            Squeeze::FullDisk { .. } => "the disk was full (no space left on it)",
             Squeeze::FileSize { .. } => "File too large",
         }
     }

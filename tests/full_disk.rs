@@ -1,8 +1,10 @@
 //! A full disk under the whole data directory (index, log, spills): a small tmpfs, mounted in
 //! a private mount namespace (`unshare -m`, as root, so nothing changes for the rest of the
-//! machine), filled by runs. The index stays writable, `history`, `stats` and `purge` work,
-//! new runs are refused with one clear error, a daemon restarts and answers on the full disk,
-//! and a daemon that cannot start there says why. Run with `--nocapture` for the figures.
+//! machine), filled by runs, or set to exact fill levels. The index stays writable, new runs
+//! run (their spills keep what fits, their notice says the disk was full), `history`, `show`,
+//! `grep`, `stats`, `ps` and `purge` work, a daemon restarts and answers on the full disk (its
+//! index read-only if it must be), and a daemon that cannot open an index there says why. Run
+//! with `--nocapture` for the figures.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -83,6 +85,35 @@ impl Namespace {
         free
     }
 
+    /// Leaves exactly `free` bytes free on the tmpfs (a whole number of its pages), by growing
+    /// or shrinking a filler file no spillway code would delete; never frees more on the way,
+    /// so the daemon never sees room it should not.
+    fn leave_free(&self, free: u64) {
+        let path = self.outside(&self.mount.join("level-filler"));
+        let filler = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        // The daemon may write meanwhile (its index): aim again until the level holds.
+        for _ in 0..10 {
+            let (now, len) = (self.free(), filler.metadata().unwrap().len());
+            match now.cmp(&free) {
+                std::cmp::Ordering::Equal => return,
+                std::cmp::Ordering::Greater => {
+                    let more = i64::try_from(now - free).unwrap();
+                    nix::fcntl::posix_fallocate(&filler, i64::try_from(len).unwrap(), more)
+                        .unwrap();
+                }
+                std::cmp::Ordering::Less => {
+                    filler.set_len(len.saturating_sub(free - now)).unwrap();
+                }
+            }
+        }
+        assert_eq!(self.free(), free, "the tmpfs would not stay at that level");
+    }
+
     /// Fills the tmpfs to the last byte (with a file no spillway code would delete).
     fn fill(&self) {
         let filler = self.mount.join("filler");
@@ -117,6 +148,24 @@ struct Setup {
 }
 
 impl Setup {
+    /// A data directory on a `size` tmpfs of its own; None (said why) where there cannot be one.
+    fn on_tmpfs(size: &str) -> Option<Setup> {
+        let sandbox = Sandbox::new();
+        let mount = sandbox.dir.path().join("mnt");
+        match Namespace::with_tmpfs(&mount, size) {
+            Ok(ns) => Some(Setup {
+                data: mount.join("data"),
+                socket: sandbox.dir.path().join("run/spillway.sock"),
+                ns,
+                sandbox,
+            }),
+            Err(why) => {
+                println!("full_disk: skipped, {why}");
+                None
+            }
+        }
+    }
+
     fn start_daemon(&self) -> Daemon {
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -137,11 +186,16 @@ impl Setup {
             .stderr(log)
             .spawn()
             .unwrap();
+        let mut daemon = Daemon(child);
         wait_for(
-            || std::os::unix::net::UnixStream::connect(&self.socket).is_ok(),
+            || {
+                let exited = daemon.0.try_wait().unwrap();
+                assert!(exited.is_none(), "the daemon exited: {}", self.log());
+                std::os::unix::net::UnixStream::connect(&self.socket).is_ok()
+            },
             "the daemon on the tmpfs",
         );
-        Daemon(child)
+        daemon
     }
 
     /// `spillway ARGS` in the namespace, against this daemon.
@@ -225,7 +279,7 @@ fn a_full_disk_under_the_data_directory_keeps_the_index_writable() {
         assert_eq!(a["total_bytes"], 100_000_000u64);
         let content = a["content"].as_str().unwrap();
         assert!(
-            content.contains("INCOMPLETE") && content.contains("the disk is nearly full"),
+            content.contains("INCOMPLETE") && content.contains("the disk was full"),
             "{content}"
         );
         assert!(a_bytes > 40 * MIB, "{a_bytes}");
@@ -238,7 +292,7 @@ fn a_full_disk_under_the_data_directory_keeps_the_index_writable() {
     ns.fill();
 
     // Both runs are recorded as ended (newest first: the filler started first); the disk use
-    // is counted; a new run is refused, clearly.
+    // is counted.
     let runs = setup.json(&["history", "--json"])["runs"].clone();
     let statuses: Vec<(&str, &str)> = runs
         .as_array()
@@ -255,14 +309,6 @@ fn a_full_disk_under_the_data_directory_keeps_the_index_writable() {
     );
     let stats = setup.json(&["stats", "--json"]);
     assert!(stats["spill_bytes"].as_u64().unwrap() >= a_bytes, "{stats}");
-    let refused = setup.spillway(&["run", "--", "echo", "hi"]);
-    assert_eq!(refused.status.code(), Some(125));
-    assert!(
-        stderr(&refused).contains("is full (0 B free")
-            && stderr(&refused).contains("new runs are refused until there is room"),
-        "{}",
-        stderr(&refused)
-    );
 
     // The daemon dies on the full disk; a new one starts there and answers.
     let _ = daemon.0.kill();
@@ -337,5 +383,222 @@ fn a_full_disk_under_the_data_directory_keeps_the_index_writable() {
         log.contains("released the space reserve"),
         "the reserve was used: {log}"
     );
+    drop(daemon);
+}
+
+/// The floor spillway keeps free for its run index (`storage::space::LOW_SPACE`).
+const FLOOR: u64 = 8 * MIB;
+const KIB: u64 = 1 << 10;
+
+/// `seq 1 200000`: 1,288,895 bytes, more than the disk has room for at every level below.
+const SEQ_BYTES: u64 = 1_288_895;
+
+/// One fill level's runs: a short one, whose output is all in the preview, and one with more
+/// output than the disk takes, whose spill keeps what fits and whose notice says so.
+fn runs_at(setup: &Setup, level: &str) -> [Value; 2] {
+    let echo = setup.json(&["run", "--json", "--no-tty", "--", "echo", "after-full"]);
+    assert_eq!(echo["exit_code"], 0, "{level}: {echo}");
+    assert!(
+        echo["content"].as_str().unwrap().contains("after-full"),
+        "{level}: {echo}"
+    );
+    let seq = setup.json(&[
+        "run",
+        "--json",
+        "--no-tty",
+        "--max-lines",
+        "20",
+        "--",
+        "seq",
+        "1",
+        "200000",
+    ]);
+    assert_eq!(seq["exit_code"], 0, "{level}: {seq}");
+    assert_eq!(seq["total_bytes"], SEQ_BYTES, "{level}: {seq}");
+    let spill = setup
+        .ns
+        .outside(Path::new(seq["spill_path"].as_str().unwrap()));
+    let saved = std::fs::metadata(&spill).unwrap().len();
+    let content = seq["content"].as_str().unwrap();
+    let full: Vec<&str> = content
+        .lines()
+        .filter(|line| line.contains("the disk was full"))
+        .collect();
+    assert_eq!(full.len(), 1, "{level}: one line says it: {content}");
+    assert!(
+        full[0].contains(&format!(
+            "only its first {saved} bytes were saved, the other {} were not",
+            SEQ_BYTES - saved
+        )),
+        "{level}: the exact count: {content}"
+    );
+    let expected: String = (1..=200_000).map(|i| format!("{i}\n")).collect();
+    assert!(
+        expected
+            .as_bytes()
+            .starts_with(&std::fs::read(&spill).unwrap()),
+        "{level}: what was saved is the output's start"
+    );
+    println!(
+        "full_disk: {level}: {} B free after; the spill kept {saved} of {SEQ_BYTES} bytes",
+        setup.ns.free()
+    );
+    [echo, seq]
+}
+
+/// The status `history` gives the run `id`, if it lists it.
+fn status_of(setup: &Setup, id: &Value) -> Option<String> {
+    setup.json(&["history", "--json", "--limit", "1000"])["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == *id)
+        .map(|r| r["status"].as_str().unwrap().to_string())
+}
+
+/// Whether `history` lists the run `id`.
+fn listed(setup: &Setup, id: &Value) -> bool {
+    setup.json(&["history", "--json", "--limit", "1000"])["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["id"] == *id)
+}
+
+#[test]
+fn runs_run_and_reads_answer_at_every_fill_level_of_the_disk() {
+    let Some(setup) = Setup::on_tmpfs("48m") else {
+        return;
+    };
+    let ns = &setup.ns;
+    let mut daemon = setup.start_daemon();
+    let reserve = ns.outside(&setup.data.join("space-reserve"));
+    wait_for(|| reserve.exists(), "the space reserve");
+    // A big spill made while there is room, for the purge to free at the end.
+    let big = setup.json(&["run", "--json", "--no-tty", "--", "seq", "1", "2000000"]);
+    let big_bytes = std::fs::metadata(ns.outside(Path::new(big["spill_path"].as_str().unwrap())))
+        .unwrap()
+        .len();
+    assert!(big_bytes > 14 * MIB, "{big_bytes}");
+
+    // Above, at and below the floor; below the reserve's size; none at all. Each run runs and
+    // is recorded (the last level's from the reserve, which is given up for it).
+    let levels = [
+        ("256 KiB above the floor", FLOOR + 256 * KIB),
+        ("at the floor", FLOOR),
+        ("20 KiB below the floor", FLOOR - 20 * KIB),
+        ("1 MiB free", MIB),
+        ("0 bytes free", 0),
+    ];
+    let mut runs = Vec::new();
+    for (level, free) in levels {
+        ns.leave_free(free);
+        let [echo, seq] = runs_at(&setup, level);
+        if free > FLOOR {
+            let spill = ns.outside(Path::new(seq["spill_path"].as_str().unwrap()));
+            let saved = std::fs::metadata(spill).unwrap().len();
+            assert!(
+                saved > 0,
+                "{level}: the spill keeps what fits above the floor"
+            );
+        }
+        for run in [echo, seq] {
+            assert!(listed(&setup, &run["id"]), "{level}: recorded: {run}");
+            runs.push(run);
+        }
+    }
+    assert!(!reserve.exists(), "the reserve was given up for the index");
+
+    // Full again, with no reserve left: a run still runs, and either it is recorded or its
+    // client is told it is not; never silently missing.
+    ns.leave_free(0);
+    let last = setup.json(&["run", "--json", "--no-tty", "--", "echo", "after-full"]);
+    assert_eq!(last["exit_code"], 0, "{last}");
+    let content = last["content"].as_str().unwrap();
+    assert!(content.contains("after-full"), "{last}");
+    let told = content.contains("was not recorded in the run index");
+    let status = status_of(&setup, &last["id"]);
+    match (told, status.as_deref()) {
+        (false, Some("exited")) => {}
+        (true, None) => assert!(content.contains("will not list it"), "{content}"),
+        (true, Some("running")) => assert!(content.contains("shows it as running"), "{content}"),
+        other => panic!("told {other:?}: {last}"),
+    }
+    println!("full_disk: 0 bytes free, no reserve: a run ran, recorded: {status:?}");
+
+    // The daemon stops cleanly, with room to fold its index's write-ahead log in (so the log
+    // and its shared-memory file go), the disk fills, and a new daemon starts there and
+    // answers every read: SQLite cannot open the index for writing with no room for a new
+    // shared-memory file, so it opens it read-only.
+    ns.leave_free(FLOOR + MIB);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(daemon.0.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    daemon.0.wait().unwrap();
+    // A clean stop usually leaves no write-ahead log (the file is then opened immutable);
+    // when a late reader kept one, the read-only opening uses its shared-memory file: both
+    // ways must answer.
+    ns.leave_free(0);
+    let restarted = Instant::now();
+    let daemon = setup.start_daemon();
+    let history = setup.json(&["history", "--json", "--limit", "1000"]);
+    println!(
+        "full_disk: a daemon started on the full disk ({} B free, no reserve, no write-ahead \
+         log) and answered history in {:.1?}",
+        ns.free(),
+        restarted.elapsed()
+    );
+    assert!(
+        setup.log().contains("the run index is open read-only"),
+        "{}",
+        setup.log()
+    );
+    let seq = &runs[runs.len() - 1];
+    let id = seq["id"].as_str().unwrap();
+    assert!(listed(&setup, &seq["id"]), "{history}");
+    let shown = setup.spillway(&["show", id]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let grep = setup.spillway(&["grep", big["id"].as_str().unwrap(), "^1999999$"]);
+    assert!(
+        String::from_utf8_lossy(&grep.stdout).contains("1999999"),
+        "{}",
+        stderr(&grep)
+    );
+    let stats = setup.json(&["stats", "--json"]);
+    assert!(
+        stats["spill_bytes"].as_u64().unwrap() >= big_bytes,
+        "{stats}"
+    );
+    setup.json(&["ps", "--json"]);
+    let after = setup.json(&["run", "--json", "--no-tty", "--", "echo", "after-restart"]);
+    assert_eq!(after["exit_code"], 0, "{after}");
+    let content = after["content"].as_str().unwrap();
+    assert!(
+        content.contains("after-restart") && content.contains("will not list it"),
+        "the read-only index took no row, and the client is told: {content}"
+    );
+    assert!(!listed(&setup, &after["id"]));
+
+    // The purge frees the disk, spills first, and then the rows go too.
+    let purged = setup.json(&["purge", "--json", "--older-than", "0s"]);
+    let freed = purged["freed_bytes"].as_u64().unwrap();
+    assert!(freed >= big_bytes, "{purged}");
+    assert!(ns.free() >= big_bytes, "{}", ns.free());
+    assert!(!listed(&setup, &big["id"]), "{purged}");
+    println!(
+        "full_disk: purge on the full disk freed {freed} B; {} B free after",
+        ns.free()
+    );
+
+    // And runs are whole and recorded again.
+    let whole = setup.json(&["run", "--json", "--no-tty", "--", "seq", "1", "1000"]);
+    let expected: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+    let spill = ns.outside(Path::new(whole["spill_path"].as_str().unwrap()));
+    assert!(std::fs::read(spill).unwrap() == expected.as_bytes());
+    assert!(listed(&setup, &whole["id"]));
+    let log = setup.log();
+    assert!(!log.contains("panicked"), "{log}");
     drop(daemon);
 }

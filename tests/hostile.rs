@@ -75,11 +75,22 @@ fn a_thousand_idle_connections_do_not_keep_a_new_client_waiting() {
     let pid = daemon.pid();
     let (soft, hard) = file_limits(pid);
     assert_eq!(soft, hard, "the daemon raised its soft limit");
-    let ulimit = daemon.run(&["--", "sh", "-c", "ulimit -Sn"]);
+    // A request that sends no caller's limits: the command gets the one the daemon was given.
+    let request = json!({"v": 1, "op": "run", "argv": ["sh", "-c", "ulimit -Sn"],
+                                     "cwd": "/", "tty": false});
+    let exit = daemon.client().run_to_exit(&request);
     assert_eq!(
-        stdout(&ulimit),
+        exit["content"],
         format!("{}\n", USUAL_SOFT_LIMIT.min(hard)),
         "commands get the limit the daemon was given"
+    );
+    // `spillway run` sends its own: the command gets the caller's.
+    let ulimit = daemon.run(&["--", "sh", "-c", "ulimit -Sn"]);
+    let (mine, _) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    assert_eq!(
+        stdout(&ulimit),
+        format!("{mine}\n"),
+        "commands get the caller's"
     );
     let (rss_before, fds_before) = (rss_kib(pid), open_fds(pid));
 

@@ -1,7 +1,8 @@
 //! `spillway mcp` driven by the official Python MCP SDK (`mcp` on PyPI, pinned in
 //! `tests/mcp/requirements.txt`): the client lists the tools, runs a command that prints
 //! 200,000 lines, follows the notice with `read_output`, greps the spill, sees a failing
-//! command's exit code, tool errors, and a live run answered, waited for and killed. The
+//! command's exit code, tool errors, a live run answered, waited for and killed, and no secret in
+//! any tool's text (output, what a run's end stopped, history's commands). The
 //! checks are in `tests/mcp/client.py`.
 
 use std::path::Path;

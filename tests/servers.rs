@@ -275,3 +275,62 @@ fn a_cpu_limit_slows_a_busy_loop() {
         .unwrap();
     assert!(cpu < 0.9, "{cpu}s of CPU in 1.5 s under --cpu 0.25");
 }
+
+/// The v1 directory of a limit (`pids:/spillway-KEY/ID` in `/proc/self/cgroup`) that its
+/// run is in, when the limit is held by a v1 hierarchy here.
+fn v1_parent(content: &str, controller: &str) -> Option<std::path::PathBuf> {
+    let path = content
+        .lines()
+        .find_map(|l| l.split_once(&format!(":{controller}:")).map(|(_, p)| p))?;
+    let (parent, _) = path.trim().rsplit_once('/')?;
+    parent
+        .contains("spillway-")
+        .then(|| std::path::PathBuf::from(format!("/sys/fs/cgroup/{controller}{parent}")))
+}
+
+/// Another daemon's start or shutdown removes the empty v1 directory of this one's limits:
+/// the next run makes it again, and its limit holds.
+#[test]
+fn a_v1_limit_holds_after_its_directory_was_removed() {
+    let daemon = TestDaemon::start();
+    let limited = |daemon: &TestDaemon| {
+        let out = daemon.run(&["--json", "--pids", "50", "--", "cat", "/proc/self/cgroup"]);
+        json(&out)["content"].as_str().unwrap().to_string()
+    };
+    let first = limited(&daemon);
+    let Some(parent) = v1_parent(&first, "pids") else {
+        eprintln!("no v1 pids hierarchy holds the limit here: nothing to remove");
+        return;
+    };
+    std::fs::remove_dir(&parent).expect("the directory is empty between runs");
+    let second = limited(&daemon);
+    assert_eq!(v1_parent(&second, "pids"), Some(parent), "{second}");
+    assert!(!second.contains("not enforced"), "{second}");
+}
+
+/// `--until-port` counts only a listener of the run: a port another process already listens
+/// on does not make a run that never listens on it ready (it yields after its time instead).
+#[test]
+fn until_port_ignores_a_listener_that_is_not_the_runs() {
+    let daemon = TestDaemon::start();
+    let foreign = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = foreign.local_addr().unwrap().port().to_string();
+    let out = daemon.run(&[
+        "--json",
+        "--yield",
+        "1s",
+        "--until-port",
+        &port,
+        "--",
+        "sleep",
+        "30",
+    ]);
+    let running = json(&out);
+    assert_eq!(running["type"], "running", "{running}");
+    assert!(running.get("ready").is_none(), "{running}");
+    daemon
+        .spillway()
+        .args(["kill", running["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+}

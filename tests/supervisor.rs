@@ -64,6 +64,7 @@ impl Rig {
             cgroups: None,
             resources: Default::default(),
             stdin: None,
+            caller: None,
         }
     }
 

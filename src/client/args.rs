@@ -37,6 +37,20 @@ pub(crate) struct EndpointArgs {
 }
 
 impl EndpointArgs {
+    /// The endpoint as the environment names it (`SPILLWAY_SOCKET`, `SPILLWAY_DATA_DIR`), for
+    /// callers with no command line of their own (Claude Code's shell prefix).
+    pub(crate) fn from_env() -> EndpointArgs {
+        let path = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        EndpointArgs {
+            socket: path(SOCKET_ENV),
+            data_dir: path(DATA_DIR_ENV),
+        }
+    }
+
     /// The daemon a client talks to: the socket given, else the one of the daemon that serves
     /// the data directory (see [`serving_socket`]).
     pub(crate) fn resolve(&self) -> Result<Endpoint> {

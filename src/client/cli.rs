@@ -287,6 +287,12 @@ struct RunArgs {
     shell: Option<String>,
     #[command(flatten)]
     endpoint: EndpointArgs,
+    /// Run for an agent host's shell tool (what `spillway hook` writes): the preview fits
+    /// under that host's own output cap, no exit line is added (the host states the exit
+    /// code), and when the daemon cannot be reached (the host's sandbox) the command runs in
+    /// this process instead.
+    #[arg(long, value_enum, value_name = "HOST", conflicts_with_all = ["json", "follow", "yield_after", "until", "until_port"])]
+    host: Option<crate::client::hook::Host>,
     /// The command and its arguments (after `--`).
     #[arg(
         value_name = "CMD",
@@ -354,6 +360,10 @@ struct DaemonArgs {
 /// Runs the command line and turns the outcome into an exit code.
 pub fn main() -> ExitCode {
     ignore_sigxfsz();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(code) = crate::client::hook::prefix::main(&args) {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -486,6 +496,9 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         .resources()
         .check()
         .map_err(anyhow::Error::msg)?;
+    if let Some(host) = args.host {
+        return crate::client::host_run::run(host, request, &endpoint);
+    }
     let mut connection = Connection::open(&endpoint)?;
     let forwarder = Forwarder::start(&endpoint, size.is_some());
     let request = Request::Run(Box::new(request));

@@ -246,7 +246,17 @@ fn start_daemon(endpoint: &Endpoint) -> Result<UnixStream> {
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let exe = std::env::current_exe().context("cannot find the spillway executable")?;
-    let child = Command::new(exe)
+    let last_fd = open_file_limit();
+    let mut command = Command::new(exe);
+    // SAFETY: the hook runs in the child between fork and exec and makes only system calls
+    // (close_range, fcntl), which are async-signal-safe; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            inherit_no_descriptors(last_fd);
+            Ok(())
+        });
+    }
+    let child = command
         .arg("daemon")
         .arg("--socket")
         .arg(&endpoint.socket)
@@ -295,6 +305,39 @@ fn start_daemon(endpoint: &Endpoint) -> Result<UnixStream> {
             }
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The highest descriptor number this process can have, plus one (its open-file limit,
+/// bounded so a huge limit costs no long loop).
+fn open_file_limit() -> i32 {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft.min(1 << 16) as i32)
+}
+
+/// In the child that becomes the daemon: every descriptor but 0, 1 and 2 is closed at `exec`.
+/// The client's own caller may have left some open without close-on-exec (`3>&1` in a
+/// shell): a daemon that kept them would hold a pipe open for its whole life (the caller's
+/// `| cat` never ending) and hand it to every command it runs.
+fn inherit_no_descriptors(last_fd: i32) {
+    // SAFETY: close_range takes numbers and flags only; CLOSE_RANGE_CLOEXEC marks instead of
+    // closing, so std's own exec-error pipe (already close-on-exec) still works.
+    let marked = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            nix::libc::CLOSE_RANGE_CLOEXEC,
+        )
+    } == 0;
+    if !marked {
+        // Before Linux 5.11: one descriptor at a time.
+        for fd in 3..last_fd {
+            // SAFETY: fcntl on a number that may not be open fails with EBADF, harmlessly.
+            unsafe {
+                nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC);
+            }
+        }
     }
 }
 

@@ -205,7 +205,8 @@ pub(crate) fn read_spill(args: ReadArgs) -> Result<ExitCode> {
     let mut page = read::read_page(&args.path, &request)?;
     let mut redactions = crate::engine::redact::Counts::new();
     if !args.redact.no_redact {
-        Redactor::builtin().redact_into(&mut page.text, &mut redactions);
+        let (before, after) = read::page_context(&args.path, &page)?;
+        page.text = Redactor::builtin().redact_window(&before, &page.text, &after, &mut redactions);
     }
     let mut out = io::stdout().lock();
     if page.total_lines == 0 {

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::protocol::RunRequest;
+use crate::protocol::{CallerContext, RLIMIT_NAMES, Rlimit, RunRequest};
+use crate::supervisor::caller::RESOURCES;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -32,8 +33,37 @@ pub fn here(command: ToRun, cwd: Option<&Path>) -> std::io::Result<RunRequest> {
         shell,
         cwd: Some(cwd.to_string_lossy().into_owned()),
         base_env: Some(caller_env()),
+        caller: Some(caller_context()),
         ..RunRequest::default()
     })
+}
+
+/// This process's umask and resource limits: the command gets them as it would from the
+/// caller's shell.
+fn caller_context() -> CallerContext {
+    use nix::sys::stat::{Mode, umask};
+    // umask can only be read by setting it: set it back at once.
+    let mask = umask(Mode::empty());
+    umask(mask);
+    let rlimits = RLIMIT_NAMES
+        .iter()
+        .zip(RESOURCES)
+        .filter_map(|(name, resource)| {
+            let (soft, hard) = nix::sys::resource::getrlimit(resource).ok()?;
+            let finite = |v: u64| (v != nix::sys::resource::RLIM_INFINITY).then_some(v);
+            Some((
+                (*name).to_string(),
+                Rlimit {
+                    soft: finite(soft),
+                    hard: finite(hard),
+                },
+            ))
+        })
+        .collect();
+    CallerContext {
+        umask: Some(mask.bits()),
+        rlimits,
+    }
 }
 
 /// This process's environment, but for variables that are not UTF-8 (the protocol carries

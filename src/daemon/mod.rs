@@ -118,6 +118,9 @@ fn start(config: &DaemonConfig) -> Result<(Opened, Signals, tokio::runtime::Runt
     // opened (systemd stopping a unit that is still starting) waits in the queue and becomes
     // an orderly shutdown instead of killing the daemon mid-way.
     let signals = catch_signals()?;
+    // The daemon's children are its runs' commands and their orphans: any other is stopped
+    // at a run's end (`crate::supervisor::strays`).
+    crate::supervisor::strays::enable();
     let files = raise_file_limit();
     let data_dir = DataDir::open(&config.data_dir)
         .with_context(|| format!("cannot use data directory {}", config.data_dir.display()))?;
@@ -198,38 +201,77 @@ fn raise_file_limit() -> u64 {
 /// Opens the index (and a second connection to it for the run records), and puts right what
 /// a dead daemon left: its runs left `running` are marked `interrupted`, and the spills it
 /// started and never recorded are recorded as `interrupted` runs. On a nearly full disk the
-/// space reserve is given up first; an index that still cannot be written is reported as a
-/// full disk, in one line. The runs marked `interrupted` are returned, so what they left
-/// running can be stopped.
+/// space reserve is given up first; an index that still cannot be opened for writing is opened
+/// read-only, so that every read answers (and is made writable by its first write once there
+/// is room), and what the dead daemon left is put right at a later start. Only an index that
+/// cannot be opened at all is reported as a full disk, in one line. The runs marked
+/// `interrupted` are returned, so what they left running can be stopped.
 fn open_index(
     data_dir: &DataDir,
     predecessor: &Predecessor,
     space: &Space,
 ) -> Result<(Index, Index, Vec<crate::protocol::RunId>)> {
     space.make_room();
-    let opened = match open_and_recover(data_dir, predecessor) {
-        Err(e) if (e.is_full() || e.is_io_failure()) && space.release() => {
-            open_and_recover(data_dir, predecessor)
-        }
+    let path = data_dir.root().join(INDEX_FILE);
+    let full = |e: &IndexError| (e.is_full() || e.is_io_failure()) && space.full_disk().is_some();
+    let writable = match Index::open(&path) {
+        Err(e) if (e.is_full() || e.is_io_failure()) && space.release() => Index::open(&path),
         other => other,
     };
-    opened.map_err(|e| {
-        match space
-            .full_disk()
-            .filter(|_| e.is_full() || e.is_io_failure())
-        {
-            Some(full) => anyhow::anyhow!("{full} ({e})"),
-            None => e.into(),
+    let (mut index, records) = match writable {
+        Ok(index) => {
+            let records = Index::open(&path)?;
+            (index, records)
         }
-    })
+        Err(e) if full(&e) => match read_only_pair(&path) {
+            Ok(pair) => {
+                tracing::warn!(
+                    error = %e,
+                    "the disk is full: the run index is open read-only until there is room"
+                );
+                pair
+            }
+            Err(_) => return Err(full_disk(space, &e)),
+        },
+        Err(e) => return Err(e.into()),
+    };
+    if index.is_read_only() {
+        return Ok((index, records, Vec::new()));
+    }
+    match recover(&mut index, data_dir, predecessor) {
+        Ok(interrupted) => Ok((index, records, interrupted)),
+        // Recovery writes; the runs it would mark stay as they are until the next start.
+        Err(e) if full(&e) => {
+            tracing::warn!(
+                error = %e,
+                "the disk is full: the runs of a daemon that died are marked interrupted at the next start"
+            );
+            Ok((index, records, Vec::new()))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
-fn open_and_recover(
+/// Two read-only connections to the index at `path` ([`Index::open_read_only`]).
+fn read_only_pair(path: &Path) -> Result<(Index, Index), IndexError> {
+    Ok((Index::open_read_only(path)?, Index::open_read_only(path)?))
+}
+
+/// The one-line error of a daemon that cannot open its index on a full disk.
+fn full_disk(space: &Space, e: &IndexError) -> anyhow::Error {
+    match space.full_disk() {
+        Some(full) => anyhow::anyhow!("{full} ({e})"),
+        None => anyhow::anyhow!("{e}"),
+    }
+}
+
+/// Puts right what a dead daemon left in the index (see [`open_index`]); returns the runs
+/// marked `interrupted`.
+fn recover(
+    index: &mut Index,
     data_dir: &DataDir,
     predecessor: &Predecessor,
-) -> Result<(Index, Index, Vec<crate::protocol::RunId>), IndexError> {
-    let path = data_dir.root().join(INDEX_FILE);
-    let mut index = Index::open(&path)?;
+) -> Result<Vec<crate::protocol::RunId>, IndexError> {
     let now = chrono::Utc::now();
     // A new daemon may get a dead one's pid (pid 1 in a container): never count ourselves.
     let me = std::process::id();
@@ -244,7 +286,7 @@ fn open_and_recover(
     }
     if let Some(pid) = predecessor.pid.filter(|&pid| pid != me) {
         let spills = data_dir.spills_dir();
-        let recorded = record_orphan_spills(&mut index, &spills, pid, predecessor.alive_at, now)?;
+        let recorded = record_orphan_spills(index, &spills, pid, predecessor.alive_at, now)?;
         if !recorded.is_empty() {
             tracing::warn!(
                 runs = recorded.len(),
@@ -252,7 +294,7 @@ fn open_and_recover(
             );
         }
     }
-    Ok((index, Index::open(&path)?, interrupted))
+    Ok(interrupted)
 }
 
 /// Takes the inherited socket, or locks, cleans up and binds our own.

@@ -4,8 +4,10 @@
 //! by the daemon's shutdown, and its output keeps going to its spill.
 //!
 //! Lines are read from the run's spill file as the reader commits them (the same file
-//! `follow` tails), so a match is always a whole line of the normalised text, numbered as the
-//! spill numbers it. A port is tried on 127.0.0.1 and then ::1, every [`PORT_POLL`].
+//! `follow` tails), so a match is always a whole line of the normalised text (a line longer
+//! than one read is put together first; past [`MAX_MATCHED_LINE`] only its start is matched),
+//! numbered as the spill numbers it. A port is tried on 127.0.0.1 and then ::1, every [`PORT_POLL`], and
+//! counts only when a process of the run listens on it.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use regex::Regex;
 use tokio::sync::watch;
 
 use crate::protocol::Ready;
+use crate::protocol::cut::cut_chars;
 use crate::storage::follow::{Start, Tail};
 
 /// How often a port is tried.
@@ -26,8 +29,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often the spill is read again when the reader's progress could not be watched.
 const LINE_POLL: Duration = Duration::from_millis(100);
 
-/// Longest matched line reported.
+/// Longest matched line reported, in characters (cut never inside a piece that could be a
+/// secret: `crate::protocol::cut`).
 const MAX_LINE: usize = 500;
+
+/// Most of a line `until` is matched against: a longer line is matched on its first 1 MiB.
+const MAX_MATCHED_LINE: usize = 1 << 20;
 
 /// What "ready" means for a run.
 #[derive(Debug, Clone)]
@@ -50,13 +57,15 @@ impl Until {
     }
 
     /// Resolves when the run is ready: the first line from `from_line` of the spill at
-    /// `spill` that matches, or the port accepting a connection, whichever comes first.
-    /// `committed` is the run's count of committed bytes, which grows as output arrives.
+    /// `spill` that matches, or the port accepting a connection on a socket that `ours`
+    /// (blocking) says the run listens on, whichever comes first. `committed` is the run's count of committed
+    /// bytes, which grows as output arrives.
     pub async fn ready(
         &self,
         spill: Option<&Path>,
         from_line: u64,
         committed: watch::Receiver<u64>,
+        ours: impl Fn(u16) -> bool + Send + Sync + 'static,
     ) -> Ready {
         let line = async {
             match (&self.pattern, spill) {
@@ -74,7 +83,7 @@ impl Until {
         };
         let port = async {
             match self.port {
-                Some(port) => accepting(port).await,
+                Some(port) => accepting(port, move || ours(port)).await,
                 None => std::future::pending().await,
             }
         };
@@ -96,6 +105,8 @@ async fn matching_line(
         .await
         .map_err(io::Error::other)??;
     let mut watching = true;
+    // The line being put together from pieces.
+    let mut partial = String::new();
     loop {
         let (next, n, events) = tokio::task::spawn_blocking(move || {
             let n = tail.read_more()?;
@@ -106,14 +117,28 @@ async fn matching_line(
         .map_err(io::Error::other)??;
         tail = next;
         for event in events {
-            for (i, text) in event.text.lines().enumerate() {
+            for (i, piece) in event.text.split_inclusive('\n').enumerate() {
+                // A line longer than an event comes in pieces: it is matched once whole.
+                if partial.len() < MAX_MATCHED_LINE {
+                    let room = MAX_MATCHED_LINE - partial.len();
+                    let end = (0..=room.min(piece.len()))
+                        .rev()
+                        .find(|&at| piece.is_char_boundary(at))
+                        .unwrap_or(0);
+                    partial.push_str(&piece[..end]);
+                }
+                if !piece.ends_with('\n') {
+                    continue;
+                }
+                let text = std::mem::take(&mut partial);
+                let text = text.strip_suffix('\n').unwrap_or(&text);
                 if pattern.is_match(text) {
                     return Ok(Ready::Line {
                         line: event.line + i as u64,
-                        text: crate::supervisor::procfs::cut(text)
-                            .chars()
-                            .take(MAX_LINE)
-                            .collect(),
+                        text: match cut_chars(text, MAX_LINE) {
+                            Some(kept) => format!("{kept}..."),
+                            None => text.to_string(),
+                        },
                     });
                 }
             }
@@ -134,13 +159,22 @@ async fn matching_line(
     }
 }
 
-/// Resolves once `port` accepts a connection on 127.0.0.1 or ::1.
-async fn accepting(port: u16) -> Ready {
+/// Resolves once `port` accepts a connection on 127.0.0.1 or ::1 and `ours` (blocking) says
+/// the listener is the run's: another user's server, or one that was there before, on the
+/// same port is not the run's being ready.
+async fn accepting(port: u16, ours: impl Fn() -> bool + Send + Sync + 'static) -> Ready {
+    let ours = std::sync::Arc::new(ours);
     loop {
         for host in ["127.0.0.1", "::1"] {
             let connect = tokio::net::TcpStream::connect((host, port));
             if let Ok(Ok(_stream)) = tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
-                return Ready::Port { port };
+                let ours = std::sync::Arc::clone(&ours);
+                if tokio::task::spawn_blocking(move || ours())
+                    .await
+                    .unwrap_or(false)
+                {
+                    return Ready::Port { port };
+                }
             }
         }
         tokio::time::sleep(PORT_POLL).await;
@@ -185,7 +219,7 @@ mod tests {
                 tx
             })
         };
-        let ready = until.ready(Some(&path), 1, rx).await;
+        let ready = until.ready(Some(&path), 1, rx, |_| true).await;
         assert_eq!(
             ready,
             Ready::Line {
@@ -197,12 +231,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_long_line_is_matched_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spill.log");
+        // Over one read, with the pattern's two ends in different pieces.
+        let long = format!("start {} end", "x".repeat(600 << 10));
+        std::fs::write(&path, format!("{long}\nend\n")).unwrap();
+        let until = Until::new(Some("^start x+ end$|^end$"), None)
+            .unwrap()
+            .unwrap();
+        let (_tx, rx) = watch::channel(0u64);
+        match until.ready(Some(&path), 1, rx, |_| true).await {
+            Ready::Line { line, text } => {
+                assert_eq!(line, 1);
+                assert!(
+                    text.starts_with("start ") && text.ends_with("..."),
+                    "{text}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
     async fn a_listening_port_is_ready() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let until = Until::new(None, Some(port)).unwrap().unwrap();
         let (_tx, rx) = watch::channel(0u64);
-        assert_eq!(until.ready(None, 1, rx).await, Ready::Port { port });
+        assert_eq!(
+            until.ready(None, 1, rx, |_| true).await,
+            Ready::Port { port }
+        );
         assert_eq!(
             describe(&Ready::Port { port: 80 }),
             "port 80 accepts connections"

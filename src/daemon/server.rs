@@ -66,7 +66,7 @@ use crate::sync::lock;
 
 use self::grep::{grep, grep_permits};
 use self::history::history;
-use self::recorder::{Record, Recorder};
+use self::recorder::{Outcome, Record, Recorder};
 use self::runs::{RecentRun, RunEntry, Session};
 use self::show::show;
 use self::stats::stats;
@@ -93,7 +93,7 @@ pub struct Daemon {
     index: Arc<Mutex<Index>>,
     /// Writes runs' starts and ends, with a connection of its own.
     recorder: Recorder,
-    /// The data directory's disk: new runs are refused when it is nearly full.
+    /// The data directory's disk: its reserve, and why a run could not be recorded.
     space: Arc<Space>,
     /// Greps searching at once (see [`grep`]), out of `grep_slots`.
     greps: Arc<Semaphore>,
@@ -202,10 +202,18 @@ impl Daemon {
         work: impl FnOnce(&mut Index) -> Result<T, IndexError> + Send + 'static,
     ) -> Result<T, ErrorEvent> {
         let index = Arc::clone(&self.index);
-        tokio::task::spawn_blocking(move || work(&mut lock(&index)))
-            .await
-            .map_err(|e| internal(format!("index task failed: {e}")))?
-            .map_err(|e| internal(format!("index: {e}")))
+        tokio::task::spawn_blocking(move || {
+            let mut index = lock(&index);
+            // Opened read-only on a full disk: writable again once the disk has room, so that
+            // reads see what the recorder has written since and a purge can delete rows.
+            if index.is_read_only() {
+                let _ = index.writable();
+            }
+            work(&mut index)
+        })
+        .await
+        .map_err(|e| internal(format!("index task failed: {e}")))?
+        .map_err(|e| internal(format!("index: {e}")))
     }
 
     /// Runs one purge pass (retention, quota, orphans) and logs what went.
@@ -410,7 +418,7 @@ impl Daemon {
     /// `finished.preview` is the one clients are given (annotated), whose tokens are counted
     /// here: cheap, as previews are bounded (and measured from a sample past
     /// [`tokens::EXACT_MAX_BYTES`], which only a `max_bytes` over it allows).
-    async fn record_end(&self, id: &RunId, finished: &Finished) {
+    async fn record_end(&self, id: &RunId, finished: &Finished) -> Outcome {
         let preview = &finished.preview;
         // A short preview (a short run's) is counted at once: less than a hop to another thread.
         let counted = if preview.content.len() <= INLINE_COUNT_BYTES {
@@ -431,7 +439,7 @@ impl Daemon {
             signal: finished.signal,
         };
         let end = RunEnd::new(ending, &finished.preview, tokens);
-        self.recorder.record(Record::End(id.clone(), end)).await;
+        self.recorder.record(Record::End(id.clone(), end)).await
     }
 }
 
@@ -722,6 +730,17 @@ async fn spill_of(id: RunId, daemon: &Daemon) -> Result<(RunRow, PathBuf), Error
             "{path} is missing or outside the spills directory"
         ))
     })?;
+    // A file another user put in its place is not this run's output.
+    let me = nix::unistd::geteuid().as_raw();
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if std::os::unix::fs::MetadataExt::uid(&meta) == me && meta.is_file() => {}
+        _ => {
+            return Err(missing(&format!(
+                "{} is not a file of this user's",
+                path.display()
+            )));
+        }
+    }
     Ok((row, path))
 }
 

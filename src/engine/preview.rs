@@ -960,9 +960,13 @@ fn notice(
         (Some(path), problem) => {
             let _ = write!(text, "Full output: {}", path.display());
             if let Some(SpillProblem::Incomplete { written, error }) = problem {
+                // Why first (the disk was full...), then exactly what is missing.
+                let output_end = view.spill_from + view.total_bytes;
                 let _ = write!(
                     text,
-                    " (INCOMPLETE: only its first {written} bytes were saved: {error})"
+                    " (INCOMPLETE: {error}: only its first {written} bytes were saved, the \
+                     other {} were not)",
+                    output_end.saturating_sub(written)
                 );
             }
             if let Some(cap) = view.spill_capped {

@@ -719,6 +719,41 @@ mod tests {
                 "token",
                 "https://example.com/cb?access_token=a1b2c3d4e5&x=1".to_string(),
             ),
+            (
+                "url-password",
+                r#"{"url":"https:\/\/admin:Qm7Tz9xLp2Kw@db.example.com\/x"}"#.to_string(),
+            ),
+            (
+                "url-password",
+                r#"dsn := "admin:Qm7Tz9xLp2Kw@tcp(127.0.0.1:3306)/db""#.to_string(),
+            ),
+            (
+                "url-credential",
+                "https://x.blob.core.windows.net/c?sv=2022-11-02&ss=b&sig=Zx81kLmP0qRtAb%2Bcd"
+                    .to_string(),
+            ),
+            (
+                "url-credential",
+                "curl https://maps.example.com/x?key=Qm7Tz9xLp2KwAbCd".to_string(),
+            ),
+            (
+                "cookie",
+                "Cookie: session=a8f5f167f44f4964e6c998dee827110c; theme=dark".to_string(),
+            ),
+            (
+                "cookie",
+                "< Set-Cookie: sid=Yh7Kp2Lq9Xw3Rt5Z; Path=/; HttpOnly".to_string(),
+            ),
+            ("password", "mysql -u root -pQm7Tz9xLp2Kw mydb".to_string()),
+            ("password", "sshpass -p Qm7Tz9xLp2Kw ssh host".to_string()),
+            (
+                "password",
+                "redis-cli -h h -a Qm7Tz9xLp2Kw ping".to_string(),
+            ),
+            (
+                "password",
+                "docker login -u me -p Qm7Tz9xLp2Kw registry.io".to_string(),
+            ),
             ("api-key", "API_KEY=GJH2TqzACMNeetmU".to_string()),
             ("api-key", "apiKey: 'x9Yz8wVu7t'".to_string()),
             (

@@ -14,6 +14,8 @@
 //! changes the protocol. Fields with a type of their own (signals, statuses, times) are
 //! parsed here, once, at the edge.
 
+mod caller;
+pub mod cut;
 mod event;
 mod preview;
 mod record;
@@ -28,6 +30,7 @@ use std::collections::BTreeMap;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
+pub use caller::*;
 pub use event::*;
 pub use preview::*;
 pub use record::*;

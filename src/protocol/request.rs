@@ -309,6 +309,9 @@ pub struct RunRequest {
     /// without one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stdin_fd: bool,
+    /// The caller's umask and resource limits, for the command (default: the daemon's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<super::CallerContext>,
 }
 
 impl RunRequest {
@@ -353,7 +356,9 @@ impl RunRequest {
                     .into(),
             );
         }
-        Ok(())
+        self.caller
+            .as_ref()
+            .map_or(Ok(()), super::CallerContext::check)
     }
 }
 

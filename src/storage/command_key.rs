@@ -168,7 +168,8 @@ fn key_of(words: &[String]) -> Option<String> {
     }
     let mut args = rest.into_iter();
     while let Some(arg) = args.next() {
-        if VALUE_OPTIONS.contains(&arg) {
+        if VALUE_OPTIONS.contains(&arg) || names_secret(arg) {
+            // Its value is no subcommand (`helm --password S3cret repo list` is `helm repo`).
             args.next();
         } else if arg.starts_with('-') || arg.starts_with('+') {
             // An option, or cargo's `+toolchain`.
@@ -204,6 +205,18 @@ fn shell_script<'a>(args: &[&'a str]) -> Option<&'a str> {
     None
 }
 
+/// Words in an option's name that say its value is a credential.
+const SECRET_OPTION_WORDS: &[&str] = &["pass", "token", "secret", "key", "auth", "cred"];
+
+/// An option that takes a credential as its next word (`--password`, `--api-key`, `--token`).
+fn names_secret(arg: &str) -> bool {
+    arg.starts_with('-')
+        && !arg.contains('=')
+        && SECRET_OPTION_WORDS
+            .iter()
+            .any(|w| arg.to_ascii_lowercase().contains(w))
+}
+
 /// The part of a path after its last `/`.
 fn base_name(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
@@ -218,9 +231,14 @@ fn is_assignment(word: &str) -> bool {
     })
 }
 
-/// A plain word a subcommand could be: a letter, then letters, digits, `-`, `_`, `:` or `.`.
+/// A plain word a subcommand could be: a letter, then letters, digits, `-`, `_`, `:` or `.`;
+/// not both cases and digits together, as a token has them (`Qm7Tz9xLp2Kw`).
 fn is_word(arg: &str) -> bool {
-    arg.chars().count() <= MAX_SUBCOMMAND_CHARS
+    let has = |f: fn(&char) -> bool| arg.chars().any(|c| f(&c));
+    let token_like =
+        has(char::is_ascii_uppercase) && has(char::is_ascii_lowercase) && has(char::is_ascii_digit);
+    !token_like
+        && arg.chars().count() <= MAX_SUBCOMMAND_CHARS
         && arg.starts_with(|c: char| c.is_ascii_alphabetic())
         && arg
             .chars()
@@ -281,6 +299,20 @@ mod tests {
         assert_eq!(argv(&["cargo"]).unwrap(), "cargo");
         assert_eq!(argv(&["cargo", "--version"]).unwrap(), "cargo");
         assert_eq!(argv(&["go", "./..."]).unwrap(), "go", "not a word");
+    }
+
+    #[test]
+    fn a_credential_is_never_a_subcommand() {
+        let key = argv(&["helm", "--password", "Qm7Tz9xLp2Kw", "repo", "list"]);
+        assert_eq!(key.unwrap(), "helm repo");
+        let key = argv(&["gh", "--token", "hunter", "pr", "list"]);
+        assert_eq!(key.unwrap(), "gh pr");
+        assert_eq!(argv(&["helm", "Qm7Tz9xLp2Kw"]).unwrap(), "helm");
+        assert_eq!(
+            shell("docker --api-key=x login").unwrap(),
+            "docker login",
+            "a value given with = is the option's own"
+        );
     }
 
     #[test]

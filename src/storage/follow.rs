@@ -14,6 +14,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::protocol::OutputEvent;
+use crate::protocol::cut::byte_ends_piece;
 
 /// Most text in one `output` event (a longer line comes in pieces).
 pub const EVENT_BYTES: usize = 256 * 1024;
@@ -46,14 +47,27 @@ pub struct Tail {
     buf: Vec<u8>,
 }
 
-/// Opens a spill file for reading, refusing a symbolic link (`ELOOP`): the daemon reads the file
-/// it created, never whatever a link put in its place points to.
+/// Opens a spill file for reading, refusing a symbolic link (`ELOOP`) and a file another user
+/// owns: the daemon reads the file it created, never whatever a link or another user put in
+/// its place (text that would reach a model as this run's output).
 pub fn open_spill(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)
+        .open(path)?;
+    let owner = file.metadata()?.uid();
+    let me = nix::unistd::geteuid().as_raw();
+    if owner != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is owned by uid {owner}, not by this user (uid {me}): not a spill of ours",
+                path.display()
+            ),
+        ));
+    }
+    Ok(file)
 }
 
 impl Tail {
@@ -154,7 +168,7 @@ impl Tail {
             let window = &rest[..rest.len().min(EVENT_BYTES)];
             let cut = match memchr::memrchr(b'\n', window) {
                 Some(i) => i + 1,
-                None if rest.len() >= EVENT_BYTES => char_floor(rest, EVENT_BYTES),
+                None if rest.len() >= EVENT_BYTES => piece_floor(rest, EVENT_BYTES),
                 None if last => rest.len(),
                 None => break,
             };
@@ -168,6 +182,22 @@ impl Tail {
         }
         self.pending.drain(..start);
         events
+    }
+}
+
+/// Most bytes a piece of a long line is shortened by so that it does not end inside a piece
+/// that could be a secret; a run of that many bytes without a separator is cut anyway.
+const MAX_HOLD_BACK: usize = 64 << 10;
+
+/// Where a piece of a long line ends: at or below `at`, after the last separator (so the
+/// next piece starts with a whole piece of text, and redaction sees it whole), or at a
+/// character boundary when there is none within [`MAX_HOLD_BACK`] bytes.
+fn piece_floor(bytes: &[u8], at: usize) -> usize {
+    let floor = char_floor(bytes, at);
+    let from = floor.saturating_sub(MAX_HOLD_BACK);
+    match bytes[from..floor].iter().rposition(|&b| byte_ends_piece(b)) {
+        Some(i) => from + i + 1,
+        None => floor,
     }
 }
 
@@ -229,6 +259,26 @@ mod tests {
         tail.read_more().unwrap();
         let events = tail.events(true);
         assert_eq!((events[0].line, events[0].text.as_str()), (5, "e\n"));
+    }
+
+    #[test]
+    fn a_piece_of_a_long_line_never_ends_inside_a_token() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        let token = format!("ghp_{}", "aB3".repeat(12));
+        let filler = "w ".repeat((EVENT_BYTES - 10) / 2);
+        file.write_all(format!("{filler}{token} end\n").as_bytes())
+            .unwrap();
+        let mut tail = Tail::open(file.path(), Start::Line(1)).unwrap();
+        let mut events = Vec::new();
+        while tail.read_more().unwrap() > 0 {
+            events.extend(tail.events(false));
+        }
+        events.extend(tail.events(true));
+        assert!(events.len() > 1);
+        assert!(
+            events.iter().any(|e| e.text.contains(&token)),
+            "whole in one piece"
+        );
     }
 
     #[test]

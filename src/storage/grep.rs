@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use regex::Regex;
 
+use crate::protocol::cut::{cut_chars, shown_end};
 use crate::protocol::{GrepLine, GrepResult};
 
 /// Matches reported when the caller does not say.
@@ -124,17 +125,21 @@ impl Search {
 }
 
 /// Cuts a line at [`MAX_LINE_CHARS`] characters, marking the cut with the line's full size.
+/// The cut never splits a piece that could be a secret ([`cut_chars`]): what is shown is
+/// redacted as the preview would redact the whole line.
 fn cut(text: &str, full_bytes: usize) -> (String, bool) {
-    match text.char_indices().nth(MAX_LINE_CHARS) {
+    match cut_chars(text, MAX_LINE_CHARS) {
         None if full_bytes <= text.len() => (text.to_string(), false),
         None => (
-            format!("{text} [… line cut: {full_bytes} bytes in all]"),
+            format!(
+                "{} [… line cut: {full_bytes} bytes in all]",
+                &text[..shown_end(text)]
+            ),
             true,
         ),
-        Some((at, _)) => (
+        Some(kept) => (
             format!(
-                "{} [… line cut at {MAX_LINE_CHARS} characters: {full_bytes} bytes in all]",
-                &text[..at]
+                "{kept} [… line cut at {MAX_LINE_CHARS} characters: {full_bytes} bytes in all]"
             ),
             true,
         ),

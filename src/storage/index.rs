@@ -202,6 +202,21 @@ impl IndexError {
 pub struct Index {
     conn: Connection,
     path: PathBuf,
+    /// Opened read-only on a full disk ([`Index::open_read_only`]): the first write tries to
+    /// open it for writing again.
+    read_only: bool,
+    /// The busy timeout set on this connection, kept for a connection that replaces it.
+    busy_timeout: Duration,
+}
+
+/// An index path that is a symlink is refused: it could point the daemon's writes anywhere.
+fn refuse_symlink(path: &Path) -> Result<(), IndexError> {
+    if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return Err(IndexError::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 impl Index {
@@ -212,11 +227,7 @@ impl Index {
             path: path.to_path_buf(),
             source,
         };
-        if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
-            return Err(IndexError::Symlink {
-                path: path.to_path_buf(),
-            });
-        }
+        refuse_symlink(path)?;
         create_private(path).map_err(|source| IndexError::Io {
             path: path.to_path_buf(),
             source,
@@ -232,17 +243,88 @@ impl Index {
         Ok(Index {
             conn,
             path: path.to_path_buf(),
+            read_only: false,
+            busy_timeout: BUSY_TIMEOUT,
         })
+    }
+
+    /// Opens an existing index read-only, for a daemon on a disk too full to open it for
+    /// writing: reading needs no room. Opening for writing fails there because SQLite must
+    /// size its shared-memory file (`-shm`) for the write-ahead log, which a full disk
+    /// refuses; a read-only connection gets one of two ways round it. With no log to read (no
+    /// `-wal`, or an empty one: the last daemon stopped cleanly) it opens the file as
+    /// immutable, which needs no `-shm` at all; with a log (a daemon was killed) the `-shm`
+    /// is there already, sized, and an ordinary read-only connection uses it. A database
+    /// that is not ours, or not of this build's schema (which would need writing to migrate),
+    /// is refused as [`Index::open`] refuses it. The first write on it opens it for writing
+    /// again, so it is writable as soon as the disk has room ([`Index::writable`]).
+    pub fn open_read_only(path: &Path) -> Result<Index, IndexError> {
+        let opened = |source| IndexError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        refuse_symlink(path)?;
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let no_log = !std::fs::metadata(&wal).is_ok_and(|meta| meta.len() > 0);
+        let query = if no_log { "immutable=1" } else { "mode=ro" };
+        let uri = format!("file:{}?{query}", uri_path(path));
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(uri, flags).map_err(opened)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(opened)?;
+        check_ours(&conn, path)?;
+        let version = schema_version(&conn)?;
+        if version != MIGRATIONS.len() {
+            return Err(IndexError::Migrate {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "it has schema {version}, this build {}, and it is open read-only",
+                    MIGRATIONS.len()
+                ),
+            });
+        }
+        Ok(Index {
+            conn,
+            path: path.to_path_buf(),
+            read_only: true,
+            busy_timeout: BUSY_TIMEOUT,
+        })
+    }
+
+    /// Whether this connection was opened read-only ([`Index::open_read_only`]) and has not
+    /// been opened for writing since.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Makes a read-only connection a writable one (see [`Index::open`]), if the disk now lets
+    /// it be opened so; every write calls this first. Fails, as [`Index::open`] does, while it
+    /// cannot, and the connection stays read-only.
+    pub fn writable(&mut self) -> Result<(), IndexError> {
+        if !self.read_only {
+            return Ok(());
+        }
+        let mut fresh = Index::open(&self.path)?;
+        fresh.set_busy_timeout(self.busy_timeout)?;
+        *self = fresh;
+        tracing::info!(path = %self.path.display(), "the run index is writable again");
+        Ok(())
     }
 
     /// Sets how long a write waits for another connection's lock before it fails busy (5 s
     /// unless set): a writer that retries by itself waits less, to know sooner.
-    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<(), IndexError> {
-        Ok(self.conn.busy_timeout(timeout)?)
+    pub fn set_busy_timeout(&mut self, timeout: Duration) -> Result<(), IndexError> {
+        self.conn.busy_timeout(timeout)?;
+        self.busy_timeout = timeout;
+        Ok(())
     }
 
     /// Inserts a run at its start; Ok(false) if the id already exists (the caller picks another).
     pub fn insert_run(&mut self, run: &NewRun) -> Result<bool, IndexError> {
+        self.writable()?;
         let tx = self.conn.transaction()?;
         let inserted = insert_row(&tx, run)?;
         if inserted {
@@ -255,6 +337,7 @@ impl Index {
     /// Records how a run ended. An id that was never inserted is an error
     /// (`QueryReturnedNoRows`).
     pub fn finish_run(&mut self, id: &RunId, end: &RunEnd) -> Result<(), IndexError> {
+        self.writable()?;
         let changed = self
             .conn
             .prepare_cached(
@@ -319,6 +402,7 @@ impl Index {
         last_alive: Option<DateTime<Utc>>,
         owner_lives: impl Fn(u32) -> bool,
     ) -> Result<Vec<RunId>, IndexError> {
+        self.writable()?;
         let tx = self.conn.transaction()?;
         let orphaned = running_runs(&tx)?
             .into_iter()
@@ -353,6 +437,7 @@ impl Index {
     /// Records, as `interrupted`, a run known only by its spill file: its daemon died after
     /// starting it and before recording it. Ok(false) if the id is taken (pick another).
     pub fn insert_recovered(&mut self, run: &RecoveredRun) -> Result<bool, IndexError> {
+        self.writable()?;
         let spill_name = Path::new(&run.spill_path)
             .file_name()
             .and_then(OsStr::to_str);
@@ -627,6 +712,22 @@ fn create_private(path: &Path) -> io::Result<()> {
     }
 }
 
+/// `path` as the path of an SQLite URI: every byte but the unreserved ones and `/`
+/// percent-encoded, so that no `?`, `#` or `%` in a directory's name is read as URI syntax.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|&b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Makes the database and its `-wal` and `-shm` files private (0600) if an older spillway, or
 /// SQLite, left them readable by others. Run only once the file is known to be ours. By path,
 /// never by opening them: closing a descriptor of a file drops every POSIX lock this process
@@ -773,6 +874,79 @@ pub(crate) mod tests {
             spill_capped_at_line: None,
             tokens: None,
         }
+    }
+
+    /// Caps the database at the pages it has: any write that needs another fails as on a
+    /// full disk (`SQLITE_FULL`), for tests of what a full disk does to writers.
+    pub(crate) fn cap_at_current_size(index: &Index) {
+        let pages: i64 = index
+            .conn
+            .pragma_query_value(None, "page_count", |row| row.get(0))
+            .unwrap();
+        index
+            .conn
+            .pragma_update(None, "max_page_count", pages)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_full_disk_is_told_apart_from_other_failures() {
+        let (_dir, mut index) = open_temp();
+        cap_at_current_size(&index);
+        let mut big = new_run(1, at(0));
+        big.argv = Some(vec!["x".repeat(1 << 20)]);
+        let e = index.insert_run(&big).unwrap_err();
+        assert!(e.is_full() && !e.is_busy(), "{e}");
+        assert!(
+            index.insert_run(&new_run(2, at(1))).unwrap(),
+            "small rows still fit"
+        );
+    }
+
+    #[test]
+    fn an_index_opened_read_only_reads_and_becomes_writable_at_its_first_write() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory whose name an SQLite URI would misread.
+        let root = dir.path().join("a?b#c%d e");
+        std::fs::create_dir(&root).unwrap();
+        let path = root.join(INDEX_FILE);
+        let mut writer = Index::open(&path).unwrap();
+        writer.insert_run(&new_run(1, at(0))).unwrap();
+        drop(writer); // the last connection: the write-ahead log is folded in and removed
+
+        let mut index = Index::open_read_only(&path).unwrap();
+        assert!(index.is_read_only());
+        assert_eq!(index.get(&id(1)).unwrap().unwrap().id, id(1));
+        assert_eq!(history(&index, HistoryFilter::default()), [id(1)]);
+        index.insert_run(&new_run(2, at(1))).unwrap();
+        assert!(!index.is_read_only());
+        assert_eq!(history(&index, HistoryFilter::default()), [id(2), id(1)]);
+
+        // With a write-ahead log in use (another connection open), too.
+        let mut reader = Index::open_read_only(&path).unwrap();
+        assert_eq!(history(&reader, HistoryFilter::default()), [id(2), id(1)]);
+        reader.writable().unwrap();
+        assert!(!reader.is_read_only());
+    }
+
+    #[test]
+    fn read_only_opening_refuses_what_it_could_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.sqlite3");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(matches!(
+            Index::open_read_only(&empty),
+            Err(IndexError::Migrate { .. })
+        ));
+        let missing = dir.path().join("missing.sqlite3");
+        assert!(Index::open_read_only(&missing).is_err());
+        assert!(!missing.exists(), "nothing is created");
+        let text = dir.path().join("text.sqlite3");
+        std::fs::write(&text, vec![b'x'; 4096]).unwrap();
+        assert!(matches!(
+            Index::open_read_only(&text),
+            Err(IndexError::NotADatabase { .. })
+        ));
     }
 
     pub(crate) fn open_temp() -> (tempfile::TempDir, Index) {

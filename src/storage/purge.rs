@@ -673,6 +673,21 @@ mod tests {
     }
 
     #[test]
+    fn a_purge_on_an_index_opened_read_only_deletes_files_then_rows() {
+        let mut data = Data::new();
+        let old = data.run(1, ago(9 * DAY), 100, false);
+        data.run(2, ago(DAY), 50, false);
+        // As a daemon on a full disk has it: read-only, made writable by the first write.
+        let path = data.dir.path().join(INDEX_FILE);
+        data.index = Index::open_read_only(&path).unwrap();
+        let report = data.purge(&PurgePolicy::default(), false);
+        assert_eq!(purged_ids(&report.expired), [id(1)]);
+        assert!(!Path::new(&old).exists());
+        assert!(!data.index.is_read_only());
+        assert_eq!(data.ids(), [id(2)]);
+    }
+
+    #[test]
     fn older_than_overrides_the_retention() {
         let mut data = Data::new();
         data.run(1, ago(2), 10, false);

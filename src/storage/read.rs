@@ -20,6 +20,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use crate::protocol::cut::shown_end;
+
 /// Lines per page when the caller does not say.
 pub const DEFAULT_READ_LIMIT: usize = 2000;
 /// Bytes per page when the caller does not say (50 KiB).
@@ -213,6 +215,70 @@ fn scan_page(src: impl Read, req: &ReadRequest) -> io::Result<ReadPage> {
     Ok(page)
 }
 
+/// Lines read around a page or a search's matches so that redaction sees what they belong to:
+/// a page inside a private key's body is redacted only if the key's BEGIN line is seen with
+/// it. 64 lines cover a 4096-bit RSA key's body.
+pub const CONTEXT_LINES: u64 = 64;
+/// Most bytes of context read on one side of a page or a block of matches.
+pub const CONTEXT_BYTES: usize = 32 << 10;
+
+/// The lines of each of `ranges` (1-based, inclusive, in file order), rendered as a page
+/// renders them, each range at most [`CONTEXT_BYTES`] (its lines nearest `near_end` kept when
+/// cut: the end for a range before a page, the start for one after). One scan of the file.
+pub fn read_ranges(path: &Path, ranges: &[(u64, u64, bool)]) -> io::Result<Vec<String>> {
+    // Opened as `read_page` opens it: the daemon has checked the spill is its own, and
+    // `spillway read` reads the file its user named.
+    let mut lines = LineScanner::new(File::open(path)?);
+    let mut out = Vec::with_capacity(ranges.len());
+    for &(first, last, near_end) in ranges {
+        let mut text = String::new();
+        lines.skip(first.saturating_sub(1).saturating_sub(lines.lines))?;
+        while lines.lines < last {
+            let Some(line) = lines.next_line()? else {
+                break;
+            };
+            line.render_into(&mut text);
+        }
+        out.push(keep_bytes(text, CONTEXT_BYTES, near_end));
+    }
+    Ok(out)
+}
+
+/// The lines before and after `page` that redaction sees it with ([`CONTEXT_LINES`] each
+/// side at most).
+pub fn page_context(path: &Path, page: &ReadPage) -> io::Result<(String, String)> {
+    if page.last < page.first {
+        return Ok((String::new(), String::new()));
+    }
+    let before = (
+        page.first.saturating_sub(CONTEXT_LINES).max(1),
+        page.first - 1,
+        true,
+    );
+    let after = (page.last + 1, page.last + CONTEXT_LINES, false);
+    let mut texts = read_ranges(path, &[before, after])?.into_iter();
+    Ok((
+        texts.next().unwrap_or_default(),
+        texts.next().unwrap_or_default(),
+    ))
+}
+
+/// `text` (whole lines) cut to at most `max` bytes at a line boundary, keeping its end or its
+/// start.
+fn keep_bytes(text: String, max: usize, keep_end: bool) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    if keep_end {
+        let from = text.len() - max;
+        let start = text[from..].find('\n').map_or(text.len(), |i| from + i + 1);
+        text[start..].to_string()
+    } else {
+        let end = text[..max].rfind('\n').map_or(0, |i| i + 1);
+        text[..end].to_string()
+    }
+}
+
 /// Walks a byte stream line by line through a fixed buffer, counting the lines it passes.
 struct LineScanner<R> {
     src: BufReader<R>,
@@ -354,10 +420,12 @@ impl LineBuilder {
         if let Some((cut, _)) = text.char_indices().nth(MAX_LINE_CHARS) {
             text.truncate(cut);
         }
-        Line {
-            text,
-            chars: kept_chars + self.rest_chars,
+        let chars = kept_chars + self.rest_chars;
+        // A cut line ends before a piece it would split (see `crate::protocol::cut`).
+        if chars > MAX_LINE_CHARS as u64 {
+            text.truncate(shown_end(&text));
         }
+        Line { text, chars }
     }
 }
 

@@ -3,21 +3,27 @@
 //!
 //! SQLite needs free space to write (its write-ahead log grows a page at a time), and a disk
 //! that a command or the spills filled used to leave runs `running` for ever, later runs out of
-//! the history, a purge that could not free anything and a daemon that could not start. Three
-//! measures keep the index writable, whatever filled the disk:
+//! the history, a purge that could not free anything and a daemon that could not start. A full
+//! disk is spillway's problem, never its user's: a command runs whatever is left, and every
+//! read answers. Three measures keep the index usable, whatever filled the disk:
 //!
-//! - **The floor.** Below [`LOW_SPACE`] free on the index's file system the daemon refuses new
-//!   runs, with one error that says so ([`Space::refusal`]), and spill files on that file
-//!   system stop growing as if it were full (the preview's notice says why): spillway's own
-//!   output never takes the last of the disk. Spills on another file system (a separate mount
-//!   on `spills/`) are not held back, since they cannot starve the index.
+//! - **The floor.** Spill files on the index's file system stop growing once less than
+//!   [`LOW_SPACE`] would be left, as if the disk were full: a spill keeps what fits above the
+//!   floor and is marked incomplete with its exact byte count, and the preview's notice says in
+//!   one line that the disk was full ([`spill_floor_reached`]). Spillway's own output never
+//!   takes the last of the disk, so the room under the floor is the run index's. Spills on
+//!   another file system (a separate mount on `spills/`) are not held back, since they cannot
+//!   starve the index.
 //! - **The reserve.** A file of [`RESERVE_BYTES`], `<data-dir>/space-reserve`, is made when
 //!   there is room and deleted when an index write fails for want of space, or when a daemon
 //!   starts or purges on a disk with less than that free: space nobody else can take while the
 //!   disk fills, handed to the index the moment it needs it. It is made again once the disk has
-//!   room ([`Space::replenish`]).
-//! - **Clear errors.** A daemon that cannot open its index on a full disk says so in one line
-//!   ([`Space::full_disk`]), and a client that started it prints that line (`crate::client::connection`).
+//!   room ([`Space::replenish`]). Only a run whose record finds neither is left out of the
+//!   index, and its client is told ([`Space::unrecorded`]).
+//! - **Reads need no room.** A daemon that cannot open its index for writing on a full disk
+//!   opens it read-only (`crate::storage::index::Index::open_read_only`) and answers reads;
+//!   one that cannot open it at all says why in one line ([`Space::full_disk`]), and a client
+//!   that started it prints that line (`crate::client::connection`).
 //!
 //! The purge deletes files before rows, so it frees space even when the index has none.
 
@@ -34,8 +40,8 @@ use bytesize::ByteSize;
 /// write-ahead log (which SQLite checkpoints at about 4 MiB).
 pub const RESERVE_BYTES: u64 = 4 << 20;
 
-/// Below this much free space on the index's file system, new runs are refused and spills on
-/// it stop growing.
+/// Spills on the index's file system stop growing where less than this would be left free:
+/// the room under it is the run index's.
 pub const LOW_SPACE: u64 = 8 << 20;
 
 /// The reserve file's name in the data directory.
@@ -71,11 +77,18 @@ fn human(bytes: u64) -> String {
 /// Why a spill on a nearly full disk stops growing (the preview's notice quotes it).
 pub fn spill_floor_reached(free: u64) -> String {
     format!(
-        "the disk is nearly full ({} free; spillway leaves {} free so that its run index \
-         can still be written)",
-        human(free),
-        human(LOW_SPACE)
+        "the disk was full ({} free, which spillway keeps for its run index)",
+        human(free)
     )
+}
+
+/// Why a spill could not be written, as the preview's notice says it: a full disk in the same
+/// words as the floor's, anything else as it is.
+pub fn spill_write_failed(error: &io::Error) -> String {
+    match error.raw_os_error() {
+        Some(nix::libc::ENOSPC) => "the disk was full (no space left on it)".to_string(),
+        _ => error.to_string(),
+    }
 }
 
 /// The data directory's disk space and its reserve file.
@@ -107,20 +120,16 @@ impl Space {
         std::fs::symlink_metadata(&self.reserve).is_ok_and(|m| m.is_file())
     }
 
-    /// The error a new run gets while the disk is below the floor; None while there is room.
-    pub fn refusal(&self) -> Option<String> {
-        let free = self.free()?;
-        (free < LOW_SPACE).then(|| {
-            format!(
-                "the disk holding spillway's data directory {} is full ({} free, under the {} \
-                 spillway keeps for its run index): new runs are refused until there is room. \
-                 Free space on that disk, or delete old runs' output with `spillway purge \
-                 --older-than 1d`",
-                self.root.display(),
-                human(free),
-                human(LOW_SPACE)
-            )
-        })
+    /// Why a run could not be recorded, for its client: which disk, how full, and what frees
+    /// room.
+    pub fn unrecorded(&self) -> String {
+        let free = self.free().map_or_else(|| "unknown".to_string(), human);
+        format!(
+            "the disk holding spillway's data directory {} is full ({free} free, and the \
+             reserve kept for the run index is used up); `spillway purge --older-than 1d` \
+             frees room",
+            self.root.display()
+        )
     }
 
     /// What a daemon says when the index cannot be opened or written at start-up and the disk
@@ -250,13 +259,18 @@ mod tests {
     #[test]
     fn the_messages_say_what_is_wrong_and_what_to_do() {
         let message = spill_floor_reached(1 << 20);
-        assert!(message.contains("nearly full (1.00 MiB free"), "{message}");
+        assert!(
+            message.contains("the disk was full (1.00 MiB free"),
+            "{message}"
+        );
+        let enospc = io::Error::from_raw_os_error(nix::libc::ENOSPC);
+        assert!(spill_write_failed(&enospc).starts_with("the disk was full"));
+        let efbig = io::Error::from_raw_os_error(nix::libc::EFBIG);
+        assert!(spill_write_failed(&efbig).contains("too large"));
         assert_eq!(human(0), "0 B");
         assert_eq!(human((8 << 20) - 10_000), "7.99 MiB");
         assert_eq!(human(3 << 30), "3.0 GiB");
-        let space = Space::new(Path::new("/"));
-        if let Some(refusal) = space.refusal() {
-            assert!(refusal.contains("spillway purge"), "{refusal}");
-        }
+        let unrecorded = Space::new(Path::new("/")).unrecorded();
+        assert!(unrecorded.contains("is full ("), "{unrecorded}");
     }
 }

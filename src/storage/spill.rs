@@ -37,10 +37,21 @@ pub enum SpillError {
     Symlink { path: PathBuf },
     #[error("{path} is owned by uid {owner}, not by this user (uid {me}); refusing to use it")]
     ForeignOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error(
+        "{path} is inside {ancestor} (owned by uid {owner}), which another user could rename \
+         it out of; refusing to use it: choose a data directory under your own"
+    )]
+    ForeignAncestor {
+        path: PathBuf,
+        ancestor: PathBuf,
+        owner: u32,
+    },
     #[error("cannot make {path} private (mode 0700): {source}")]
     Chmod { path: PathBuf, source: io::Error },
     #[error("cannot create spill file in {dir}: {source}")]
     CreateFile { dir: PathBuf, source: io::Error },
+    #[error("the disk was full: no spill file could be created in {dir}")]
+    DiskFull { dir: PathBuf },
 }
 
 /// The resolved, existing, private data directory.
@@ -84,6 +95,7 @@ impl DataDir {
     }
 
     fn ensure(&self) -> Result<(), SpillError> {
+        check_ancestors(&self.root)?;
         ensure_private_dir(&self.root)?;
         ensure_private_dir(&self.spills_dir())
     }
@@ -122,6 +134,9 @@ impl DataDir {
             match opened {
                 Ok(file) => return Ok(SpillFile::new(path, file, floor)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => {
+                    return Err(SpillError::DiskFull { dir });
+                }
                 Err(source) => return Err(SpillError::CreateFile { dir, source }),
             }
         }
@@ -134,6 +149,29 @@ fn new_stem() -> String {
     let now = chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
     let seq = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{now}-{}-{seq:06}", std::process::id())
+}
+
+/// Refuses a data directory below a directory another user could rename it out of: one owned
+/// by another user (root aside), or one others may write to without the sticky bit (`/tmp`
+/// has it). That user could swap `spills/` for their own, and `show` and `grep` would serve
+/// their text as a run's output. Ancestors that do not exist yet are made by us.
+fn check_ancestors(root: &Path) -> Result<(), SpillError> {
+    let me = nix::unistd::geteuid().as_raw();
+    for dir in root.ancestors().skip(1) {
+        let Ok(meta) = fs::metadata(dir) else {
+            continue;
+        };
+        let owner = meta.uid();
+        let open_to_others = meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0;
+        if (owner != me && owner != 0) || open_to_others {
+            return Err(SpillError::ForeignAncestor {
+                path: root.to_path_buf(),
+                ancestor: dir.to_path_buf(),
+                owner,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Makes sure `path` is a real directory owned by us with mode 0700, creating it if needed.
@@ -182,10 +220,10 @@ pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
 }
 
 /// A spill writer's watch on the free space of the disk it shares with the run index: the
-/// file stops growing (as if the disk were full) once less than [`space::LOW_SPACE`] is free.
-/// `statvfs` is asked again once as many bytes have been written as half the room there was,
-/// and at least every [`Floor::CHECK_EVERY`] bytes, so a disk with room costs a call per
-/// 4 MiB and a nearly full one a call per batch.
+/// file stops growing (as if the disk were full) where less than [`space::LOW_SPACE`] would be
+/// left, keeping what fits above that. `statvfs` is asked again once as many bytes have been
+/// written as half the room there was, and at least every [`Floor::CHECK_EVERY`] bytes, so a
+/// disk with room costs a call per 4 MiB and a nearly full one a call per batch.
 #[derive(Debug)]
 struct Floor {
     /// Bytes to write before the next look.
@@ -199,8 +237,9 @@ impl Floor {
         Floor { until_check: 0 }
     }
 
-    /// Whether `len` more bytes may go to `file`; if not, why not.
-    fn admit(&mut self, file: &File, len: usize) -> Result<(), String> {
+    /// Whether `len` more bytes may go to `file`; if not, how many may (the room left above
+    /// the floor) and why no more.
+    fn admit(&mut self, file: &File, len: usize) -> Result<(), (u64, String)> {
         let len = len as u64;
         if len < self.until_check {
             self.until_check -= len;
@@ -212,10 +251,27 @@ impl Floor {
         };
         let room = free.saturating_sub(space::LOW_SPACE);
         if room < len {
-            return Err(space::spill_floor_reached(free));
+            return Err((room, space::spill_floor_reached(free)));
         }
         self.until_check = ((room - len) / 2).min(Self::CHECK_EVERY);
         Ok(())
+    }
+}
+
+/// Writes `text` to `file`, or as much of it as `floor` admits (cut at a character, so that
+/// what was saved reads back whole) and then says why no more.
+fn write_admitted(file: &mut File, floor: Option<&mut Floor>, text: &str) -> Result<(), String> {
+    let failed = |e: io::Error| space::spill_write_failed(&e);
+    match floor.map_or(Ok(()), |floor| floor.admit(file, text.len())) {
+        Ok(()) => file.write_all(text.as_bytes()).map_err(failed),
+        Err((room, why)) => {
+            let mut keep = usize::try_from(room).unwrap_or(usize::MAX).min(text.len());
+            while !text.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            file.write_all(&text.as_bytes()[..keep]).map_err(failed)?;
+            Err(why)
+        }
     }
 }
 
@@ -529,10 +585,7 @@ fn write_batches(
             scanner,
         } = batch;
         let result = match file.as_mut() {
-            Some(f) if !scan_only => Some(match floor.as_mut().map(|fl| fl.admit(f, text.len())) {
-                Some(Err(why)) => Err(why),
-                _ => f.write_all(text.as_bytes()).map_err(|e| e.to_string()),
-            }),
+            Some(f) if !scan_only => Some(write_admitted(f, floor.as_mut(), &text)),
             _ => None,
         };
         if let Some(scanner) = scanner {
@@ -562,6 +615,35 @@ fn write_batches(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_dir_another_user_could_rename_away_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        // Others may write to it, without the sticky bit.
+        let open = base.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = DataDir::open(&open.join("a/data")).unwrap_err();
+        assert!(
+            matches!(&refused, SpillError::ForeignAncestor { ancestor, .. } if *ancestor == open),
+            "{refused}"
+        );
+        assert!(!open.join("a").exists(), "nothing is made under it");
+        // With the sticky bit, as /tmp: accepted.
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        DataDir::open(&open.join("a/data")).unwrap();
+        // Owned by another user (when this test may give a directory away).
+        let theirs = base.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        if nix::unistd::chown(&theirs, Some(nobody), None).is_ok() {
+            let refused = DataDir::open(&theirs.join("data")).unwrap_err();
+            assert!(
+                refused.to_string().contains("owned by uid 65534"),
+                "{refused}"
+            );
+        }
+    }
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().mode() & 0o777

@@ -49,6 +49,9 @@ pub struct CgroupTree {
     dir: PathBuf,
     /// `cgroup.kill` exists (Linux 5.14+).
     has_kill: bool,
+    /// The v2 hierarchy is mounted with `nsdelegate`: a cgroup namespace is then a boundary
+    /// no process inside can move a process across.
+    nsdelegate: bool,
     /// Controllers enabled for the runs' cgroups in v2.
     v2: Vec<Resource>,
     /// v1 directories for runs, for the controllers v2 does not have here.
@@ -60,6 +63,8 @@ pub struct CgroupTree {
 pub struct RunCgroup {
     dir: PathBuf,
     has_kill: bool,
+    /// Its command gets a cgroup namespace rooted at it (see `CgroupTree::nsdelegate`).
+    namespace: bool,
     /// The v1 cgroups of its limits.
     v1: Vec<(Resource, PathBuf)>,
     /// Where each limit is enforced, for the end's report.
@@ -131,11 +136,14 @@ impl CgroupTree {
             .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
         let own = fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        let (mount, root) = mounts
+        let (mount, root, nsdelegate) = mounts
             .lines()
             .filter_map(parse_mount)
             .find(|m| m.fstype == "cgroup2")
-            .map(|m| (m.point, m.root))
+            .map(|m| {
+                let nsdelegate = m.options.split(',').any(|o| o == "nsdelegate");
+                (m.point, m.root, nsdelegate)
+            })
             .ok_or("no cgroup v2 hierarchy is mounted")?;
         let own_path = own
             .lines()
@@ -156,6 +164,7 @@ impl CgroupTree {
         Ok(CgroupTree {
             dir,
             has_kill,
+            nsdelegate,
             v2,
             v1,
         })
@@ -184,6 +193,7 @@ impl CgroupTree {
         let mut run = RunCgroup {
             dir,
             has_kill: self.has_kill,
+            namespace: self.nsdelegate,
             v1: Vec::new(),
             limits: Resources::default(),
             v2: Vec::new(),
@@ -198,7 +208,11 @@ impl CgroupTree {
                 run.limits.copy(resource, limits);
             } else if let Some((_, parent)) = self.v1.iter().find(|(c, _)| *c == resource) {
                 let dir = parent.join(id.as_str());
-                let made = make_fresh(&dir).and_then(|()| write_v1_limit(&dir, resource, limits));
+                // Another daemon's shutdown may have removed the parent while it was empty,
+                // as for v2 above: without it the limit would silently not hold.
+                let made = fs::create_dir_all(parent)
+                    .and_then(|()| make_fresh(&dir))
+                    .and_then(|()| write_v1_limit(&dir, resource, limits));
                 match made {
                     Ok(()) => {
                         run.v1.push((resource, dir));
@@ -235,6 +249,7 @@ impl CgroupTree {
             let run = RunCgroup {
                 dir: entry.path(),
                 has_kill: self.has_kill,
+                namespace: false,
                 v1: self
                     .v1
                     .iter()
@@ -265,6 +280,19 @@ impl CgroupTree {
 }
 
 impl RunCgroup {
+    /// Whether its command gets a cgroup namespace of its own: only where the hierarchy is
+    /// mounted with `nsdelegate`, which makes the namespace a boundary. Elsewhere a namespace
+    /// would only hide the run's cgroup path from it (a runtime reading its memory limit
+    /// through `/proc/self/cgroup` would find the host's) and hold nothing.
+    pub fn namespace(&self) -> bool {
+        self.namespace
+    }
+
+    /// The run's v2 cgroup directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The `cgroup.procs` files the command writes itself into before `exec`.
     pub fn join_paths(&self) -> Vec<CString> {
         std::iter::once(&self.dir)
@@ -579,6 +607,11 @@ fn cpu_quota(cores: f64) -> (u64, u64) {
         1000
     };
     (quota, PERIOD)
+}
+
+/// The processes in the cgroup at `dir` now.
+pub(super) fn procs_of(dir: &Path) -> Vec<u32> {
+    read_pids(&dir.join("cgroup.procs"))
 }
 
 fn read_pids(path: &Path) -> Vec<u32> {

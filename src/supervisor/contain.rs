@@ -1,6 +1,7 @@
 //! Spawning a run's command contained: into its cgroup before `exec` (so not even its first
-//! child is born outside it), with the marker its processes inherit (`SPILLWAY_RUN_ID`), and
-//! with an address-space limit where no memory cgroup holds the run. A cgroup that cannot be
+//! child is born outside it), with the marker its processes inherit (`SPILLWAY_RUN_ID`), the
+//! caller's umask and resource limits, and with an address-space limit where no memory cgroup
+//! holds the run. A cgroup that cannot be
 //! joined never stops a run: the command is spawned again without it, and tracked through
 //! `/proc`.
 
@@ -8,6 +9,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
+use super::caller::Prepared;
 use super::cgroup::RunCgroup;
 use super::descendants::RUN_ID_ENV;
 use super::limits::{self, Enforcement, Resources};
@@ -27,14 +29,18 @@ pub(super) fn spawn_contained(
     let none = Resources::default();
     let by_cgroup = cgroup.as_ref().map_or(&none, RunCgroup::enforced);
     let address_space = Enforcement::plan(&spec.resources, by_cgroup).address_space;
-    let build = |joins: Vec<std::ffi::CString>, address_space: Option<u64>| {
+    let build = |joins: Vec<std::ffi::CString>, address_space: Option<u64>, namespace: bool| {
+        let caller = Prepared::new(spec.caller.as_ref(), address_space.is_some());
         let mut cmd = command(&spec.argv, &spec.env, cwd, program);
         cmd.env(RUN_ID_ENV, spec.id.as_str());
         // SAFETY: the hook runs in the child between fork and exec: it only opens, writes
-        // and closes files whose names were made before the fork, and calls setrlimit, all
-        // async-signal-safe; it allocates nothing and takes no lock.
+        // and closes files whose names were made before the fork, and calls umask, setrlimit
+        // and unshare, all async-signal-safe; it allocates nothing and takes no lock.
         unsafe {
-            cmd.pre_exec(move || contain_child(&joins, address_space));
+            cmd.pre_exec(move || {
+                caller.apply()?;
+                contain_child(&joins, address_space, namespace)
+            });
         }
         cmd
     };
@@ -43,7 +49,7 @@ pub(super) fn spawn_contained(
         .map(RunCgroup::join_paths)
         .unwrap_or_default();
     let Some(cgroup) = cgroup else {
-        let cmd = build(Vec::new(), address_space);
+        let cmd = build(Vec::new(), address_space, false);
         // The leader is reaped by pid: `std`'s handle has nothing more to do once we have it.
         return reaper::spawn_leader(|| pty::spawn(cmd, child).map(|c| c.id()))
             .map(|pid| (pid, None))
@@ -53,13 +59,13 @@ pub(super) fn spawn_contained(
     let spare = child.try_clone().map_err(|e| LaunchError::Terminal {
         reason: e.to_string(),
     })?;
-    let cmd = build(joins, address_space);
+    let cmd = build(joins, address_space, cgroup.namespace());
     match reaper::spawn_leader(|| pty::spawn(cmd, child).map(|c| c.id())) {
         Ok(pid) => Ok((pid, Some(cgroup))),
         Err(e) => {
             cgroup.remove();
             let by_rlimit = Enforcement::plan(&spec.resources, &Resources::default());
-            let cmd = build(Vec::new(), by_rlimit.address_space);
+            let cmd = build(Vec::new(), by_rlimit.address_space, false);
             let pid = reaper::spawn_leader(|| pty::spawn(cmd, spare).map(|c| c.id()))
                 .map_err(|e| spawn_error(&spec.argv[0], e))?;
             tracing::warn!(run = %spec.id, "the command could not join its cgroup ({e}): tracked through /proc");
@@ -68,8 +74,13 @@ pub(super) fn spawn_contained(
     }
 }
 
-/// The child's containment before `exec`: into its cgroups, and its address-space limit.
-fn contain_child(joins: &[std::ffi::CString], address_space: Option<u64>) -> io::Result<()> {
+/// The child's containment before `exec`: into its cgroups (and a cgroup namespace), and its
+/// address-space limit.
+fn contain_child(
+    joins: &[std::ffi::CString],
+    address_space: Option<u64>,
+    namespace: bool,
+) -> io::Result<()> {
     for path in joins {
         // SAFETY: `path` is a valid C string; open, write and close are async-signal-safe.
         unsafe {
@@ -83,6 +94,16 @@ fn contain_child(joins: &[std::ffi::CString], address_space: Option<u64>) -> io:
             if written != 1 {
                 return Err(error);
             }
+        }
+    }
+    if namespace {
+        // A cgroup namespace of its own, rooted at its cgroup, where the kernel offers one
+        // (CAP_SYS_ADMIN, and a hierarchy mounted with `nsdelegate`): the command can then
+        // move no process, itself included, out of its run's cgroup. Elsewhere it is refused
+        // and the sweep of strays at the run's end is what holds (`super::strays`).
+        // SAFETY: unshare takes flags only and is async-signal-safe; its failure is ignored.
+        unsafe {
+            nix::libc::unshare(nix::libc::CLONE_NEWCGROUP);
         }
     }
     if let Some(bytes) = address_space {

@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -133,6 +133,14 @@ fn listening_sockets() -> HashMap<u64, u16> {
     sockets
 }
 
+/// Whether one of `pids` holds a socket listening on TCP `port` (IPv4 or IPv6).
+pub fn listening_on(pids: &[u32], port: u16) -> bool {
+    let listening = listening_sockets();
+    pids.iter()
+        .flat_map(|&pid| socket_inodes(pid))
+        .any(|inode| listening.get(&inode) == Some(&port))
+}
+
 /// The socket inodes among a process's open descriptors.
 fn socket_inodes(pid: u32) -> Vec<u64> {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
@@ -225,14 +233,16 @@ fn find_in_proc(id: &str, leader: u32, seen: &BTreeMap<u32, Member>, thorough: b
     found.into_values().collect()
 }
 
-/// Tracks one run's processes (see the module docs).
+/// Tracks one run's processes (see the module docs); a live run for the sweep of strays
+/// ([`super::strays`]) from its making to its end.
 #[derive(Debug)]
 pub struct Tracker {
     id: RunId,
     leader: u32,
     cgroup: Option<RunCgroup>,
-    /// Every process seen as the run's, by pid, with what it was.
-    seen: Mutex<BTreeMap<u32, Member>>,
+    /// Every process seen as the run's, by pid, with what it was (shared with the sweep of
+    /// strays, for which they are the run's too).
+    seen: Arc<Mutex<BTreeMap<u32, Member>>>,
 }
 
 /// What a run's end found: what was stopped, and the limits it hit.
@@ -244,11 +254,14 @@ pub struct EndReport {
 
 impl Tracker {
     pub fn new(id: RunId, leader: u32, cgroup: Option<RunCgroup>) -> Tracker {
+        let dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
+        let seen = Arc::new(Mutex::new(BTreeMap::new()));
+        super::strays::register(id.as_str(), leader, dir, Arc::clone(&seen));
         Tracker {
             id,
             leader,
             cgroup,
-            seen: Mutex::new(BTreeMap::new()),
+            seen,
         }
     }
 
@@ -380,6 +393,8 @@ impl Tracker {
         stopped: Vec<Member>,
         hung_up: &[reaper::Reaped],
     ) -> EndReport {
+        // Ended: what is left of it now is a stray for the sweep that follows.
+        super::strays::unregister(self.id.as_str());
         let mut all: BTreeMap<(u32, u64), Member> = BTreeMap::new();
         for m in at_exit.into_iter().chain(stopped) {
             let entry = all.entry(m.key()).or_insert_with(|| m.clone());
@@ -426,6 +441,12 @@ impl Tracker {
                 .collect(),
             limits_hit,
         }
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        super::strays::unregister(self.id.as_str());
     }
 }
 
@@ -530,5 +551,14 @@ mod tests {
             "wrong start time"
         );
         assert!(signal_exact(me, s.start, Signal::SIGCONT));
+    }
+
+    #[test]
+    fn a_listener_is_found_among_its_owners_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(listening_on(&[std::process::id()], port));
+        assert!(!listening_on(&[], port));
+        assert!(!listening_on(&[1], port), "not init's");
     }
 }

@@ -57,6 +57,7 @@ use crate::protocol::{Direction, Preview, RunId, RunStatus};
 use crate::storage::spill::DataDir;
 use crate::supervisor::progress::Live;
 
+pub mod caller;
 pub mod cgroup;
 mod contain;
 pub(crate) mod descendants;
@@ -68,6 +69,7 @@ pub(crate) mod procfs;
 pub(crate) mod progress;
 pub(crate) mod pty;
 pub(crate) mod reaper;
+pub mod strays;
 
 use self::cgroup::CgroupTree;
 use self::descendants::{Member, Tracker};
@@ -85,6 +87,12 @@ use waiter::REAP_PATIENCE;
 /// How often a running command's processes are looked at, so that one killed by its
 /// terminal's hangup at the command's exit still has a name in the report.
 const TRACK_TICK: Duration = Duration::from_millis(500);
+
+/// The first look at a run's processes; the next ones come twice as late each, up to
+/// [`TRACK_TICK`]. A background child of a command that is done within a second
+/// (`server & sleep 0.3`) is then named by its command line, read while it lived, rather
+/// than by the name its zombie keeps (`[sleep]`).
+const FIRST_LOOK: Duration = Duration::from_millis(25);
 
 /// A terminal's size in character cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +140,8 @@ pub struct RunSpec {
     /// The command's standard input instead of the terminal or `/dev/null`: a descriptor the
     /// client passed (its own stdin, a pipe or a file).
     pub stdin: Option<std::os::fd::OwnedFd>,
+    /// The caller's umask and resource limits for the command; `None`: the daemon's.
+    pub caller: Option<crate::protocol::CallerContext>,
 }
 
 /// What prevented a run from starting. Nothing after the start is an error: it is in
@@ -192,6 +202,14 @@ impl RunControl {
     /// run's cgroup).
     pub fn members(&self) -> Vec<Member> {
         self.shared.tracker.members(false)
+    }
+
+    /// Whether a process of the run, its command included, listens on TCP `port` (blocking:
+    /// reads `/proc`).
+    pub fn listens_on(&self, port: u16) -> bool {
+        let mut pids = vec![self.shared.pgid.as_raw() as u32];
+        pids.extend(self.members().into_iter().map(|m| m.pid));
+        descendants::listening_on(&pids, port)
     }
 }
 
@@ -489,13 +507,14 @@ async fn enforce_deadlines(
     }
 }
 
-/// Looks at the run's processes now and then while its command runs (see [`TRACK_TICK`]).
+/// Looks at the run's processes now and then while its command runs (see [`FIRST_LOOK`]
+/// and [`TRACK_TICK`]).
 async fn track_while_running(shared: Arc<Shared>) {
     // Not at once: a short command is done before the first look.
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + TRACK_TICK, TRACK_TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut wait = FIRST_LOOK;
     loop {
-        tick.tick().await;
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(TRACK_TICK);
         if shared.leader_exited.load(Ordering::Acquire) {
             return;
         }

@@ -4,6 +4,8 @@
 
 use std::fs;
 
+use crate::protocol::cut::cut_chars;
+
 /// Longest command line kept for a report.
 const MAX_COMMAND: usize = 200;
 
@@ -77,10 +79,11 @@ pub fn command_line(pid: u32) -> String {
     cut(&args.join(" "))
 }
 
-/// `text` cut at [`MAX_COMMAND`] characters.
+/// `text` cut at [`MAX_COMMAND`] characters, never inside a piece that could be a secret
+/// (`crate::protocol::cut`): what is shown is then redacted whole.
 pub fn cut(text: &str) -> String {
-    match text.char_indices().nth(MAX_COMMAND) {
-        Some((at, _)) => format!("{}...", &text[..at]),
+    match cut_chars(text, MAX_COMMAND) {
+        Some(kept) => format!("{kept}..."),
         None => text.to_string(),
     }
 }
@@ -104,7 +107,11 @@ mod tests {
 
     #[test]
     fn long_command_lines_are_cut() {
-        assert_eq!(cut(&"x".repeat(300)).len(), MAX_COMMAND + 3);
+        let long = "x ".repeat(150);
+        assert_eq!(cut(&long).len(), MAX_COMMAND + 3);
+        // Never inside a piece: a token cut at the limit is left out whole.
+        let token = format!("{} --token ghp_{}", "y ".repeat(90), "aB3".repeat(12));
+        assert_eq!(cut(&token), format!("{} --token ...", "y ".repeat(90)));
         assert_eq!(cut("short"), "short");
     }
 }

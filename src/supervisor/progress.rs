@@ -27,6 +27,7 @@ use crate::engine::highlight::Patterns;
 use crate::engine::normalise::Normaliser;
 use crate::engine::snapshot::{self, Cursor};
 use crate::engine::tokens;
+use crate::protocol::cut::shown_end;
 use crate::protocol::{Direction, Preview};
 use crate::supervisor::input::{Input, InputError, Keys};
 use crate::sync::lock;
@@ -228,6 +229,9 @@ impl Live {
         engine.capture_mut().hand_off();
         let view = engine.capture().view();
         let pending = engine.normaliser().pending_line();
+        // A piece at the end of the unfinished line could be a secret being written: it is
+        // shown once the line is complete, when redaction can see it whole.
+        let pending = &pending[..shown_end(pending)];
         let preview = snapshot::with_pending(&view, pending, self.shape.direction);
         let cursor = if view.total_bytes == 0 || view.ends_with_newline() {
             Cursor {

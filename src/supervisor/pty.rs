@@ -50,6 +50,13 @@ pub fn give_commands_file_limit(soft: u64) {
     COMMAND_FILE_LIMIT.store(soft, Ordering::Relaxed);
 }
 
+/// In a child between fork and exec, before [`spawn`]'s own set-up: the command was given its
+/// own open-file limit (the caller's), which the set-up then keeps. Only this child's copy of
+/// the setting changes (an atomic store: async-signal-safe).
+pub(super) fn keep_file_limit() {
+    COMMAND_FILE_LIMIT.store(NO_CHANGE, Ordering::Relaxed);
+}
+
 /// The two ends of a run's output channel.
 #[derive(Debug)]
 pub struct Channel {

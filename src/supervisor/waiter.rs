@@ -12,9 +12,10 @@ use tokio::sync::oneshot;
 
 use crate::engine::tokens;
 use crate::protocol::Preview;
+use crate::protocol::StoppedProcess;
 use crate::supervisor::descendants::{self, EndReport};
 use crate::supervisor::pty::Output;
-use crate::supervisor::reaper;
+use crate::supervisor::{reaper, strays};
 
 use super::{Finished, Shared};
 
@@ -72,9 +73,20 @@ impl Waiter {
             Vec::new()
         };
         let EndReport {
-            stopped,
+            mut stopped,
             limits_hit,
         } = self.shared.tracker.finish(at_exit, stopped, &hung_up);
+        // What left its run (its cgroup, its session, its marker) is stopped all the same,
+        // and told of here.
+        stopped.extend(
+            strays::sweep(self.shared.kill_grace)
+                .into_iter()
+                .map(|m| StoppedProcess {
+                    pid: m.pid,
+                    command: m.command,
+                    ports: m.ports,
+                }),
+        );
         let ended_at = Utc::now();
         let (preview, output_tokens) = match read {
             // The output is closed only now, after the command's exit: closing a PTY's master

@@ -82,6 +82,19 @@ async def main(binary):
             found = await session.call_tool("grep_output", {"id": secret_id, "pattern": "GITHUB"})
             check(token not in text_of(found) and "[redacted: github-token]" in text_of(found), "grep_output redacts", text_of(found))
 
+            # Command lines and side texts too: what a run's end stopped (its notice reworded
+            # for this tool, the preview cut or not) and the commands history lists.
+            for lines in ("3000", "3"):
+                left = await session.call_tool(
+                    "bash", {"command": f"seq 1 {lines}; sh -c 'sleep 60; : --token {token}' & sleep 0.5"}
+                )
+                tail = text_of(left)[-700:]
+                check("stopped what the command left running" in tail, "says what it stopped", tail)
+                check(token not in text_of(left), "the stopped command is redacted", tail)
+            listed = await session.call_tool("history", {"command": "GITHUB_TOKEN"})
+            check(secret_id in text_of(listed), "history lists the run with a token", text_of(listed))
+            check(token not in text_of(listed), "history redacts its commands", text_of(listed))
+
             # A failing command is a result, not an error.
             failed = await session.call_tool("bash", {"command": "echo oops >&2; exit 3"})
             check(not failed.is_error, "a non-zero exit is not a tool error", text_of(failed))

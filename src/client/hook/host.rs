@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::rules::RuleWords;
 use super::{Context, Host, rewrite};
 
 /// The answer to print for `input`, or None for "no opinion" (the host runs the call as is).
@@ -23,9 +24,13 @@ pub fn answer(host: Host, input: &[u8], ctx: &Context) -> Option<String> {
 /// The tool's arguments with `command` rewritten, every other field kept: the hosts that take a
 /// whole replacement input (Claude Code, Codex) would otherwise lose the description, timeout
 /// or background flag.
-fn rewritten_args(args: &Map<String, Value>, ctx: &Context) -> Option<Map<String, Value>> {
+fn rewritten_args(
+    host: Host,
+    args: &Map<String, Value>,
+    ctx: &Context,
+) -> Option<Map<String, Value>> {
     let command = args.get("command")?.as_str()?;
-    let new = rewrite(command, ctx)?;
+    let new = rewrite(host, command, ctx)?;
     let mut args = args.clone();
     args.insert("command".into(), Value::String(new));
     Some(args)
@@ -40,53 +45,30 @@ fn is_tool(input: &Map<String, Value>, key: &str, tool: &[&str]) -> bool {
     }
 }
 
-/// Claude Code (`PreToolUse`, matcher `Bash`): `tool_input.command`; the answer is
-/// `hookSpecificOutput.updatedInput`, which Claude Code applies only together with a
-/// `permissionDecision`, and against which it then checks its permission rules.
-fn claude_code(input: &Map<String, Value>, ctx: &Context) -> Option<Value> {
-    if !is_tool(input, "tool_name", &["Bash"]) {
-        return None;
-    }
-    let decision = claude_decision(
-        input.get("permission_mode").and_then(Value::as_str),
-        ctx.approve,
-    )?;
-    let updated = rewritten_args(input.get("tool_input")?.as_object()?, ctx)?;
-    Some(json!({
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": decision,
-            "permissionDecisionReason": "spillway: runs the command through `spillway run` for a bounded preview",
-            "updatedInput": updated,
-        }
-    }))
-}
-
-/// Which `permissionDecision` goes with a rewrite, so that spillway never lets run what Claude
-/// Code would have stopped: `"allow"` skips Claude Code's own prompt, so it is given only where
-/// nothing would have been asked (`bypassPermissions`) or where the user said so
-/// (`SPILLWAY_HOOK_APPROVE=allow`); elsewhere `"ask"` shows the user the rewritten command. In
-/// `auto` (a classifier decides) and `dontAsk` (anything not pre-approved is refused) an `"ask"`
-/// would change how the session works, so the command is left alone there.
-fn claude_decision(permission_mode: Option<&str>, approve: bool) -> Option<&'static str> {
-    if approve {
-        return Some("allow");
-    }
-    match permission_mode {
-        Some("bypassPermissions") => Some("allow"),
-        Some("auto" | "dontAsk") => None,
-        _ => Some("ask"),
-    }
+/// Claude Code: no opinion, ever. Claude Code judges a `PreToolUse` rewrite with its
+/// permission rules instead of the model's command (a deny rule on `rm` then stops nothing),
+/// so `init` now installs the shell prefix ([`super::prefix`]), which Claude Code applies after
+/// its checks; the hook that earlier versions of `init` wrote stays harmless until `init` is
+/// run again and removes it.
+fn claude_code(_input: &Map<String, Value>, _ctx: &Context) -> Option<Value> {
+    None
 }
 
 /// Codex (`PreToolUse`, matcher `Bash`): `tool_input.command`; `updatedInput` is accepted only
 /// with `permissionDecision: "allow"`, which in Codex means "not blocked": its approval policy
-/// and sandbox still apply to the command that runs.
+/// and sandbox still apply to the command that runs. Its execpolicy rules judge the rewritten
+/// command, so a command any of the user's rules could be about is left alone
+/// ([`RuleWords::codex`]).
 fn codex(input: &Map<String, Value>, ctx: &Context) -> Option<Value> {
     if !is_tool(input, "tool_name", &["Bash"]) {
         return None;
     }
-    let updated = rewritten_args(input.get("tool_input")?.as_object()?, ctx)?;
+    let args = input.get("tool_input")?.as_object()?;
+    let rules = RuleWords::codex(&ctx.codex_home, &cwd_of(input));
+    if rules.may_match(args.get("command")?.as_str()?) {
+        return None;
+    }
+    let updated = rewritten_args(Host::Codex, args, ctx)?;
     Some(json!({
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
@@ -97,30 +79,48 @@ fn codex(input: &Map<String, Value>, ctx: &Context) -> Option<Value> {
 }
 
 /// Gemini CLI (`BeforeTool`, matcher `run_shell_command`): `tool_input.command`; the answer's
-/// `hookSpecificOutput.tool_input` is merged over the model's arguments.
+/// `hookSpecificOutput.tool_input` is the whole input the call is rebuilt from, so every other
+/// field (`dir_path`, `is_background`, `description`) is handed back as the model gave it.
+/// Gemini CLI refuses command substitution in the model's command itself, and judges its
+/// policies and `--allowed-tools` on the rewritten command: a command with `$(`, backticks or
+/// process substitution, or one the user's rules could be about, is left alone.
 fn gemini(input: &Map<String, Value>, ctx: &Context) -> Option<Value> {
     if !is_tool(input, "tool_name", &["run_shell_command"]) {
         return None;
     }
-    let command = input.get("tool_input")?.get("command")?.as_str()?;
-    let new = rewrite(command, ctx)?;
+    let args = input.get("tool_input")?.as_object()?;
+    let command = args.get("command")?.as_str()?;
+    if ["$(", "`", "<(", ">("].iter().any(|s| command.contains(s)) {
+        return None;
+    }
+    let rules = RuleWords::gemini(&ctx.home, &cwd_of(input), &ctx.parent_cmdline);
+    if rules.may_match(command) {
+        return None;
+    }
+    let updated = rewritten_args(Host::Gemini, args, ctx)?;
     Some(json!({
         "hookSpecificOutput": {
             "hookEventName": "BeforeTool",
-            "tool_input": { "command": new },
+            "tool_input": updated,
         }
     }))
 }
 
-/// opencode has no hook program of its own: the plugin `init` writes passes its
-/// `tool.execute.before` arguments as `{"tool": "bash", "args": {...}}` and sets
-/// `output.args` from the `args` of the answer.
-fn opencode(input: &Map<String, Value>, ctx: &Context) -> Option<Value> {
-    if !is_tool(input, "tool", &["bash"]) {
-        return None;
-    }
-    let args = rewritten_args(input.get("args")?.as_object()?, ctx)?;
-    Some(json!({ "args": args }))
+/// The working directory the host says the call runs in.
+fn cwd_of(input: &Map<String, Value>) -> std::path::PathBuf {
+    input
+        .get("cwd")
+        .and_then(Value::as_str)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default()
+}
+
+/// opencode: no opinion, ever. A rewrite in `tool.execute.before` changes what opencode's
+/// permission check and the model's history see, so the plugin `init` now writes replaces
+/// only the output, in `tool.execute.after`; the plugin of earlier versions, which asks this
+/// hook, then leaves every command alone until `init` is run again.
+fn opencode(_input: &Map<String, Value>, _ctx: &Context) -> Option<Value> {
+    None
 }
 
 /// Copilot CLI (`preToolUse`): `toolName` and `toolArgs` (an object, or the same as a JSON
@@ -137,13 +137,13 @@ fn copilot(input: &Map<String, Value>, ctx: &Context) -> Option<Value> {
             Value::String(text) => serde_json::from_str::<Map<String, Value>>(text).ok()?,
             _ => return None,
         };
-        let modified = rewritten_args(&args, ctx)?;
+        let modified = rewritten_args(Host::Copilot, &args, ctx)?;
         return Some(json!({ "modifiedArgs": modified }));
     }
     if !is_tool(input, "tool_name", &["bash", "Bash"]) {
         return None;
     }
-    let updated = rewritten_args(input.get("tool_input")?.as_object()?, ctx)?;
+    let updated = rewritten_args(Host::Copilot, input.get("tool_input")?.as_object()?, ctx)?;
     Some(json!({
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
@@ -160,7 +160,9 @@ mod tests {
         Context {
             program: "spillway".into(),
             disabled: false,
-            approve: false,
+            home: "/nonexistent".into(),
+            codex_home: "/nonexistent".into(),
+            parent_cmdline: String::new(),
         }
     }
 
@@ -200,24 +202,42 @@ mod tests {
     }
 
     #[test]
-    fn claude_keeps_other_fields_and_asks_unless_bypassing() {
+    fn claude_code_and_opencode_never_get_a_rewrite() {
+        for mode in ["default", "bypassPermissions", "acceptEdits", "plan"] {
+            let input = json!({
+                "tool_name": "Bash",
+                "permission_mode": mode,
+                "tool_input": {"command": "rm -f x"}
+            });
+            assert_eq!(ask(Host::ClaudeCode, input), None);
+        }
+        let input = json!({"tool": "bash", "args": {"command": "ls"}});
+        assert_eq!(ask(Host::Opencode, input), None);
+    }
+
+    #[test]
+    fn gemini_keeps_every_field_and_leaves_substitutions_alone() {
         let input = json!({
-            "tool_name": "Bash",
-            "permission_mode": "default",
-            "tool_input": {"command": "ls", "description": "list", "timeout": 5000}
+            "tool_name": "run_shell_command",
+            "tool_input": {"command": "ls", "dir_path": "sub", "is_background": true}
         });
-        let out = ask(Host::ClaudeCode, input.clone()).unwrap();
-        let specific = &out["hookSpecificOutput"];
-        assert_eq!(specific["permissionDecision"], "ask");
-        assert_eq!(specific["updatedInput"]["description"], "list");
-        assert_eq!(specific["updatedInput"]["timeout"], 5000);
-        let mut bypass = input.clone();
-        bypass["permission_mode"] = json!("bypassPermissions");
-        let out = ask(Host::ClaudeCode, bypass).unwrap();
-        assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "allow");
-        let mut auto = input;
-        auto["permission_mode"] = json!("auto");
-        assert_eq!(ask(Host::ClaudeCode, auto), None);
+        let out = ask(Host::Gemini, input).unwrap();
+        let tool_input = &out["hookSpecificOutput"]["tool_input"];
+        assert_eq!(tool_input["dir_path"], "sub");
+        assert_eq!(tool_input["is_background"], true);
+        assert!(
+            tool_input["command"]
+                .as_str()
+                .unwrap()
+                .contains("--host gemini")
+        );
+        for command in ["echo $(id)", "echo `id`", "diff <(ls) <(ls a)"] {
+            let input = json!({
+                "tool_name": "run_shell_command",
+                "tool_input": {"command": command}
+            });
+            assert_eq!(ask(Host::Gemini, input), None, "{command}");
+        }
     }
 
     #[test]

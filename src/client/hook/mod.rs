@@ -9,7 +9,10 @@
 //! the shell, or any failure of its own means "no opinion" (no output, exit code 0), so the
 //! host runs the original command as it would have without spillway.
 
+pub(crate) mod budget;
 mod host;
+pub mod prefix;
+mod rules;
 
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
@@ -58,9 +61,6 @@ impl Host {
 pub const HOOK_ENV: &str = "SPILLWAY_HOOK";
 /// A command that starts with this assignment is left alone (and runs with it set, harmlessly).
 pub const SKIP_PREFIX: &str = "SPILLWAY_SKIP=1";
-/// Set to `allow` in Claude Code's environment, the hook approves the commands it rewrites
-/// instead of letting Claude Code ask (see `host::claude_decision`).
-pub const APPROVE_ENV: &str = "SPILLWAY_HOOK_APPROVE";
 
 /// What the hook needs to know besides the host's JSON: read once, so tests can set it.
 #[derive(Debug, Clone)]
@@ -70,8 +70,13 @@ pub struct Context {
     pub program: String,
     /// `SPILLWAY_HOOK` is off: rewrite nothing.
     pub disabled: bool,
-    /// `SPILLWAY_HOOK_APPROVE=allow`.
-    pub approve: bool,
+    /// The user's home directory (Gemini CLI's settings and policies).
+    pub home: std::path::PathBuf,
+    /// Codex's home (`$CODEX_HOME`, else `~/.codex`), where its rules live.
+    pub codex_home: std::path::PathBuf,
+    /// The command line of the process that ran the hook (the host: its own flags, such as
+    /// Gemini CLI's `--allowed-tools`), NULs turned to spaces.
+    pub parent_cmdline: String,
 }
 
 impl Context {
@@ -86,11 +91,23 @@ impl Context {
                 "off" | "0" | "false" | "no"
             )
         });
-        let approve = std::env::var(APPROVE_ENV).is_ok_and(|v| v.trim() == "allow");
+        let home = std::env::var_os("HOME")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_default();
+        let codex_home = std::env::var_os("CODEX_HOME")
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| home.join(".codex"));
+        let parent = std::os::unix::process::parent_id();
+        let parent_cmdline = std::fs::read(format!("/proc/{parent}/cmdline"))
+            .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+            .unwrap_or_default();
         Context {
             program,
             disabled,
-            approve,
+            home,
+            codex_home,
+            parent_cmdline,
         }
     }
 }
@@ -119,21 +136,30 @@ pub fn main(host: Host) -> ExitCode {
 /// CLI) or the user's shell (Codex, opencode), while `spillway run -c` would use `sh -c`: so the
 /// original runs as `bash -c ORIGINAL`, its text passed as one argument, untouched. The outer
 /// command is a single simple command that means the same to bash, zsh, sh and fish (see
-/// [`quote`]). `--no-tty` gives the command what the host would have given it: no terminal,
+/// [`quote`]). `--host` fits the preview under the host's cap, adds no exit line, and runs the
+/// command in-process where the host's sandbox keeps the daemon out of reach. `--no-tty` gives the command what the host would have given it: no terminal,
 /// and an empty stdin instead of one that never ends; `--kill-on-disconnect` stops it when the
 /// host gives up on the tool call (its timeout, the user's interrupt), as the host expects. The
 /// working directory and the exported environment are the outer shell's: `spillway run` passes
 /// on its own.
-pub fn rewrite(command: &str, ctx: &Context) -> Option<String> {
+pub fn rewrite(host: Host, command: &str, ctx: &Context) -> Option<String> {
     if ctx.disabled || !should_rewrite(command) {
         return None;
     }
-    Some(format!(
-        "{} run --no-tty --kill-on-disconnect -- bash -c {}",
+    let rewritten = format!(
+        "{} run --host {} --no-tty --kill-on-disconnect -- bash -c {}",
         quote(&ctx.program),
+        host.name(),
         quote(command)
-    ))
+    );
+    // The host hands the command to its shell as one argument, which the kernel caps at
+    // 128 KiB ("Argument list too long"): a command whose rewrite would not fit is left alone.
+    (rewritten.len() <= MAX_REWRITE).then_some(rewritten)
 }
+
+/// The longest rewritten command: under the kernel's 128 KiB cap on one argument, with room
+/// for what a host puts around it.
+const MAX_REWRITE: usize = 120 * 1024;
 
 /// False for the commands the hook leaves alone: empty ones, those that opt out with
 /// `SPILLWAY_SKIP=1`, those already run through spillway, and those bash could not be given
@@ -202,7 +228,9 @@ mod tests {
         Context {
             program: "/opt/bin/spillway".into(),
             disabled: false,
-            approve: false,
+            home: "/nonexistent".into(),
+            codex_home: "/nonexistent".into(),
+            parent_cmdline: String::new(),
         }
     }
 
@@ -250,15 +278,20 @@ mod tests {
     #[test]
     fn rewrite_is_bash_c_of_the_original() {
         assert_eq!(
-            rewrite("echo 'hi'", &ctx()).unwrap(),
-            "/opt/bin/spillway run --no-tty --kill-on-disconnect -- bash -c 'echo '\\''hi'\\'''"
+            rewrite(Host::Codex, "echo 'hi'", &ctx()).unwrap(),
+            "/opt/bin/spillway run --host codex --no-tty --kill-on-disconnect -- bash -c 'echo '\\''hi'\\'''"
         );
         let off = Context {
             disabled: true,
             ..ctx()
         };
-        assert_eq!(rewrite("ls", &off), None);
+        assert_eq!(rewrite(Host::Codex, "ls", &off), None);
         // The rewritten command is itself left alone: running the hook twice changes nothing.
-        assert!(!should_rewrite(&rewrite("ls", &ctx()).unwrap()));
+        assert!(!should_rewrite(
+            &rewrite(Host::Codex, "ls", &ctx()).unwrap()
+        ));
+        // Too long for one argument once rewritten: left alone.
+        let heredoc = format!("cat <<'EOF'\n{}\nEOF", "'\"".repeat(30_000));
+        assert_eq!(rewrite(Host::Codex, &heredoc, &ctx()), None);
     }
 }

@@ -21,16 +21,13 @@ pub(crate) fn edits(host: Host, setup: &Setup) -> Vec<Edit> {
     let program = setup.program.clone();
     match host {
         Host::ClaudeCode => vec![
-            hook_groups(
+            claude_prefix(
                 pick(
                     user,
                     home.join(".claude/settings.json"),
                     project.join(".claude/settings.json"),
                 ),
-                host,
-                "PreToolUse",
-                obj([("matcher", string("Bash")), ("hooks", Json::Array(vec![]))]),
-                obj([("type", string("command")), ("command", string(&hook))]),
+                &program,
             ),
             mcp_json(
                 pick(user, home.join(".claude.json"), project.join(".mcp.json")),
@@ -146,6 +143,67 @@ pub(crate) fn edits(host: Host, setup: &Setup) -> Vec<Edit> {
             ]
         }
     }
+}
+
+/// Claude Code's variable for the shell prefix (see [`crate::client::hook::prefix`]).
+const CLAUDE_PREFIX_ENV: &str = "CLAUDE_CODE_SHELL_PREFIX";
+
+/// Claude Code: `env.CLAUDE_CODE_SHELL_PREFIX` in `settings.json`, applied after Claude Code's
+/// permission check, so its rules judge the command the model wrote. The `PreToolUse` hook
+/// that earlier versions of `init` wrote (whose rewrite Claude Code judged instead of the
+/// model's command) is removed on install as well as on uninstall.
+fn claude_prefix(path: PathBuf, program: &str) -> Edit {
+    let prefix = program.to_string();
+    let usable = !program.contains(" -");
+    let program = program.to_string();
+    Edit::json(path, move |doc, mode| {
+        let no_group = Json::Object(vec![]);
+        edit_hook_groups(
+            doc,
+            Host::ClaudeCode,
+            "PreToolUse",
+            &no_group,
+            &no_group,
+            Mode::Uninstall,
+        )?;
+        let ours = |value: &Json| value.as_str().is_some_and(is_our_prefix);
+        if mode == Mode::Uninstall {
+            if let Some(env) = doc.get_mut("env") {
+                if env.get(CLAUDE_PREFIX_ENV).is_some_and(ours) {
+                    env.remove(CLAUDE_PREFIX_ENV);
+                }
+                if env.is_empty_container() {
+                    doc.remove("env");
+                }
+            }
+            return Ok(());
+        }
+        if !usable {
+            bail!(
+                "the path to spillway ({program}) contains \" -\", which Claude Code splits a shell prefix at: install spillway under a path without it"
+            );
+        }
+        if doc.get("env").is_none() {
+            doc.insert("env", Json::Object(vec![]));
+        }
+        let Some(env @ Json::Object(_)) = doc.get_mut("env") else {
+            bail!("its \"env\" is not an object");
+        };
+        match env.get(CLAUDE_PREFIX_ENV) {
+            Some(existing) if existing.as_str() == Some(prefix.as_str()) => {}
+            Some(existing) if !ours(existing) => bail!(
+                "it already sets {CLAUDE_PREFIX_ENV}, and Claude Code takes only one shell prefix"
+            ),
+            _ => env.insert(CLAUDE_PREFIX_ENV, string(&prefix)),
+        }
+        Ok(())
+    })
+}
+
+/// Whether `value` is a spillway program, as `init` writes the prefix (unquoted: Claude Code
+/// quotes the prefix itself).
+fn is_our_prefix(value: &str) -> bool {
+    is_spillway(value)
 }
 
 fn pick(user: bool, user_path: PathBuf, project_path: PathBuf) -> PathBuf {
@@ -357,34 +415,41 @@ fn codex_mcp(path: PathBuf, program: String) -> Edit {
 /// What marks the opencode plugin file as spillway's own.
 const OPENCODE_MARK: &str = "Written by `spillway init --agent opencode`";
 
-/// opencode's plugin: before each `bash` call it asks `spillway hook opencode` (so the rewrite
-/// is the same, tested code as every other host's) and takes the rewritten command. Anything
-/// unexpected leaves the call alone.
+/// opencode's plugin. It changes nothing before a `bash` call (a rewrite there would change
+/// what opencode's permission check and the model's history see): after the call, when
+/// opencode had to cut the output (it saves the whole of it to a file and names that file in
+/// the result's metadata), the plugin hands that file to `spillway truncate` and the model
+/// reads spillway's preview instead of opencode's cut, sized under opencode's own cap.
+/// Anything unexpected leaves the result as opencode made it.
 fn opencode_plugin(program: &str) -> String {
     let program = serde_json::to_string(program).unwrap_or_else(|_| "\"spillway\"".into());
+    let budget = crate::client::hook::budget::for_host(Host::Opencode, |_| None);
+    let (lines, bytes) = (budget.max_lines, budget.max_bytes);
     format!(
         r#"// {OPENCODE_MARK}; removed by `spillway init --agent opencode --uninstall`.
-// Runs opencode's bash tool through `spillway run`, which hands back a bounded preview of the
-// output and keeps all of it on disk. Set SPILLWAY_HOOK=off to turn it off; a command that
-// starts with SPILLWAY_SKIP=1 is left alone.
+// When opencode cuts a bash command's output, the model reads spillway's preview of the whole
+// output instead (the most telling lines, the rest on disk). Set SPILLWAY_HOOK=off to turn it
+// off.
 import {{ spawnSync }} from "node:child_process";
+import {{ readFileSync }} from "node:fs";
 
 const SPILLWAY = {program};
 
 export const SpillwayPlugin = async () => ({{
-  "tool.execute.before": async (input, output) => {{
-    if (input?.tool !== "bash" || typeof output?.args?.command !== "string") return;
+  "tool.execute.after": async (input, output) => {{
+    if (input?.tool !== "bash" || typeof output?.output !== "string") return;
+    if (/^(off|0|false|no)$/i.test((process.env.SPILLWAY_HOOK ?? "").trim())) return;
+    const whole = output?.metadata?.outputPath;
+    if (typeof whole !== "string") return;
     try {{
-      const answer = spawnSync(SPILLWAY, ["hook", "opencode"], {{
-        input: JSON.stringify({{ tool: input.tool, args: output.args }}),
-        encoding: "utf8",
-        timeout: 10000,
-      }});
-      if (answer.status !== 0 || !answer.stdout) return;
-      const command = JSON.parse(answer.stdout)?.args?.command;
-      if (typeof command === "string") output.args.command = command;
+      const preview = spawnSync(
+        SPILLWAY,
+        ["truncate", "--max-lines", "{lines}", "--max-bytes", "{bytes}"],
+        {{ input: readFileSync(whole), encoding: "utf8", timeout: 60000, maxBuffer: 1 << 24 }},
+      );
+      if (preview.status === 0 && preview.stdout) output.output = preview.stdout;
     }} catch {{
-      // No opinion: the command runs as it is.
+      // No opinion: the model reads opencode's own result.
     }}
   }},
 }});

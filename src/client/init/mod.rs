@@ -394,16 +394,14 @@ fn notes(host: Host, scope: Scope, mode: Mode, out: &mut impl Write) -> Result<(
         return Ok(());
     }
     let note = match (host, scope) {
-        (Host::ClaudeCode, _) => {
-            "Claude Code asks before each rewritten command unless it runs with bypassPermissions \
-             (set SPILLWAY_HOOK_APPROVE=allow in its environment to approve them all)."
-        }
         (Host::Codex, Scope::User) => {
-            "Codex runs a new hook only once you have trusted it: open /hooks in Codex."
+            "not active yet: Codex runs a new hook only once you trust it (open /hooks in Codex \
+             and trust spillway's); until then commands run without spillway."
         }
         (Host::Codex, Scope::Project) => {
-            "Codex loads a project's hooks only in a trusted project, and runs a new hook only \
-             once you have trusted it: open /hooks in Codex."
+            "not active yet: Codex loads a project's hooks only in a trusted project and runs a \
+             new hook only once you trust it (open /hooks in Codex and trust spillway's); until \
+             then commands run without spillway."
         }
         (Host::Gemini, Scope::Project) => {
             "Gemini CLI loads a project's settings only in a trusted folder."

@@ -12,8 +12,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crate::protocol::{ErrorCode, ErrorEvent, Event, GrepEvent, GrepRequest};
+use std::path::Path;
+
+use crate::engine::redact::{Counts, Redactor};
+use crate::protocol::{ErrorCode, ErrorEvent, Event, GrepEvent, GrepLine, GrepRequest};
 use crate::storage::grep::{DEFAULT_MAX_COUNT, grep_file};
+use crate::storage::read::{CONTEXT_LINES, read_ranges};
 
 use super::{Daemon, bad_request, internal, spill_of};
 
@@ -57,6 +61,7 @@ pub(super) async fn grep(r: GrepRequest, daemon: &Daemon) -> Result<Event, Error
     };
     let (run, path) = spill_of(r.id, daemon).await?;
     let (pattern, ignore_case, context) = (r.pattern, r.ignore_case, r.context);
+    let redactor = daemon.redactor.clone().filter(|_| !r.no_redact);
     let permit = Arc::clone(&daemon.greps)
         .acquire_owned()
         .await
@@ -72,17 +77,73 @@ pub(super) async fn grep(r: GrepRequest, daemon: &Daemon) -> Result<Event, Error
                 code: ErrorCode::BadPattern,
                 message: bad_pattern_message(&pattern, &e),
             })?;
-        grep_file(&path, &regex, context, max_count).map_err(|e| internal(e.to_string()))
+        let mut result =
+            grep_file(&path, &regex, context, max_count).map_err(|e| internal(e.to_string()))?;
+        let mut redactions = Counts::new();
+        if let Some(redactor) = redactor {
+            redact_in_context(&path, &mut result.lines, &redactor, &mut redactions)
+                .map_err(|e| internal(e.to_string()))?;
+        }
+        Ok((result, redactions))
     })
     .await;
     daemon.work.fetch_add(1, Ordering::SeqCst);
-    let result = searched.map_err(|e| internal(format!("grep task failed: {e}")))??;
+    let (result, redactions) =
+        searched.map_err(|e| internal(format!("grep task failed: {e}")))??;
     Ok(Event::Grep(Box::new(GrepEvent {
-        redactions: Default::default(),
+        redactions,
         run: run.into(),
         result,
         max_count,
     })))
+}
+
+/// Redacts each block of consecutive reported lines with the lines around it in the spill
+/// (a match inside a private key's body is redacted as the whole key is), as well as when the
+/// answer is sent.
+fn redact_in_context(
+    path: &Path,
+    lines: &mut [GrepLine],
+    redactor: &Redactor,
+    counts: &mut Counts,
+) -> std::io::Result<()> {
+    let mut blocks = Vec::new();
+    let mut start = 0;
+    while start < lines.len() {
+        let mut end = start + 1;
+        while end < lines.len() && lines[end].line == lines[end - 1].line + 1 {
+            end += 1;
+        }
+        blocks.push(start..end);
+        start = end;
+    }
+    let ranges: Vec<(u64, u64, bool)> = blocks
+        .iter()
+        .flat_map(|b| {
+            let (first, last) = (lines[b.start].line, lines[b.end - 1].line);
+            [
+                (first.saturating_sub(CONTEXT_LINES).max(1), first - 1, true),
+                (last + 1, last + CONTEXT_LINES, false),
+            ]
+        })
+        .collect();
+    let around = read_ranges(path, &ranges)?;
+    for (block, pair) in blocks.into_iter().zip(around.chunks(2)) {
+        let text: String = lines[block.clone()]
+            .iter()
+            .map(|l| format!("{}\n", l.text))
+            .collect();
+        let redacted = redactor.redact_window(&pair[0], &text, &pair[1], counts);
+        if redacted == text {
+            continue;
+        }
+        for (line, new) in lines[block].iter_mut().zip(redacted.split('\n')) {
+            if line.text != new {
+                line.text = new.to_string();
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why a pattern was refused, quoting at most its first [`PATTERN_ECHO_BYTES`] bytes: the

@@ -11,18 +11,21 @@
 //! has ended finds it in `history`), but at most [`PATIENCE`], and not at all while the index is
 //! known to be locked; the write is then applied later, in order.
 //!
-//! A full disk is waited out the same way: a write that fails for want of space first gives up
-//! the data directory's space reserve (`crate::storage::space`) and tries again at once; if there is no
-//! reserve left, the queue waits, retrying every [`FULL_PAUSE`], until a purge or the user
-//! frees space. A write that fails for any other reason (a damaged file) is logged and
-//! dropped: retrying would not help.
+//! A full disk is not waited out: a run must not wait for room, and a queue held up by it would
+//! hold up every later run's record. A write that fails for want of space gives up the data
+//! directory's space reserve (`crate::storage::space`) and tries again at once; with no reserve
+//! left the record is left out, and the caller is told ([`Outcome`]), so that the run's client
+//! learns its run is not in the index while it still gets the run's result. A run whose start
+//! was left out is written whole at its end if there is room by then. A write that fails for
+//! any other reason (a damaged file) is left out and told the same way: retrying would not
+//! help.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::protocol::RunId;
 use crate::storage::index::{Index, IndexError, NewRun, RunEnd};
@@ -38,9 +41,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_millis(200);
 /// ...and the pause before the next try.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-/// The pause between tries of a write the full disk refused.
-const FULL_PAUSE: Duration = Duration::from_secs(1);
-
 /// One change to a run's record.
 #[derive(Debug)]
 pub(super) enum Record {
@@ -55,20 +55,31 @@ impl Record {
             Record::End(id, _) => id,
         }
     }
+}
 
-    fn apply(&self, index: &mut Index) -> Result<(), IndexError> {
-        match self {
-            // A taken id (Ok(false)) cannot happen: ids are checked free before a run starts.
-            Record::Start(run) => index.insert_run(run).map(drop),
-            Record::End(id, end) => index.finish_run(id, end),
-        }
-    }
+/// What became of a record, as its caller learns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// It is in the index.
+    Written,
+    /// It waits for another process's lock, in order, and will be written.
+    Pending,
+    /// The run is not in the index at all (its start, and then its end, were left out); why.
+    Unrecorded(String),
+    /// The run's start is in the index but its end is not: it shows as running; why.
+    EndUnrecorded(String),
+}
+
+/// A record waiting to be written, and who wants to know how it went.
+struct Queued {
+    record: Record,
+    reply: oneshot::Sender<Outcome>,
 }
 
 /// What the writer thread has done, for callers waiting on it.
 #[derive(Debug, Clone, Copy, Default)]
 struct Progress {
-    /// Records dealt with (written, or dropped after an error), counted from 1.
+    /// Records dealt with (written, or left out after an error), counted from 1.
     done: u64,
     /// The record at the head of the queue is waiting for another process's lock.
     blocked: bool,
@@ -77,7 +88,7 @@ struct Progress {
 /// The records not yet dealt with.
 #[derive(Default)]
 struct Queue {
-    records: VecDeque<Record>,
+    records: VecDeque<Queued>,
     /// Records ever queued.
     queued: u64,
     closed: bool,
@@ -91,7 +102,7 @@ pub(super) struct Recorder {
 
 impl Recorder {
     /// Starts the writer thread on `index`, a connection of its own, on the disk `space`.
-    pub(super) fn start(index: Index, space: Arc<Space>) -> std::io::Result<Recorder> {
+    pub(super) fn start(mut index: Index, space: Arc<Space>) -> std::io::Result<Recorder> {
         index
             .set_busy_timeout(BUSY_TIMEOUT)
             .map_err(std::io::Error::other)?;
@@ -105,28 +116,38 @@ impl Recorder {
     }
 
     /// Queues `record` and waits for it to be written, unless the index is locked by another
-    /// process, and at most [`PATIENCE`].
-    pub(super) async fn record(&self, record: Record) {
+    /// process, and at most [`PATIENCE`]; says what became of it.
+    pub(super) async fn record(&self, record: Record) -> Outcome {
         let id = record.id().clone();
-        let number = self.push(record);
+        let (reply, outcome) = oneshot::channel();
+        self.push(Queued { record, reply });
         let mut progress = self.progress.clone();
-        let written = progress.wait_for(|p| p.done >= number || p.blocked);
-        match tokio::time::timeout(PATIENCE, written).await {
-            Ok(Ok(p)) if p.done >= number => {}
-            _ => tracing::warn!(
+        let told = async {
+            tokio::select! {
+                outcome = outcome => outcome.unwrap_or_else(|_| {
+                    Outcome::Unrecorded("the run index's writer has stopped".into())
+                }),
+                _ = progress.wait_for(|p| p.blocked) => Outcome::Pending,
+            }
+        };
+        let outcome = tokio::time::timeout(PATIENCE, told)
+            .await
+            .unwrap_or(Outcome::Pending);
+        if outcome == Outcome::Pending {
+            tracing::warn!(
                 id = %id,
                 "the run index is busy: this run's record is queued and will be written later"
-            ),
+            );
         }
+        outcome
     }
 
-    fn push(&self, record: Record) -> u64 {
+    fn push(&self, queued: Queued) {
         let (queue, wake) = &*self.queue;
         let mut queue = lock(queue);
-        queue.records.push_back(record);
+        queue.records.push_back(queued);
         queue.queued += 1;
         wake.notify_one();
-        queue.queued
     }
 
     /// Waits, at most `bound`, for every queued record to be dealt with (at shutdown); returns
@@ -148,48 +169,42 @@ impl Drop for Recorder {
     }
 }
 
-/// The writer thread: records in order, each retried while the lock is held elsewhere or the
-/// disk is full.
+/// The writer thread: records in order, each retried while the lock is held elsewhere.
 fn write_records(
     mut index: Index,
     space: &Space,
     queue: &(Mutex<Queue>, Condvar),
     progress: &watch::Sender<Progress>,
 ) {
-    while let Some(record) = next_record(queue) {
-        loop {
-            match record.apply(&mut index) {
-                Err(e) if e.is_busy() => {
-                    if !progress.borrow().blocked {
-                        tracing::warn!(
-                            "the run index is locked by another process: queueing records until it is free"
-                        );
-                        progress.send_modify(|p| p.blocked = true);
-                    }
-                    thread::sleep(RETRY_PAUSE);
-                    continue;
+    // Runs whose start was left out, to be written whole at their end.
+    let mut unstarted = HashMap::new();
+    while let Some(Queued { record, reply }) = next_record(queue) {
+        let mut writer = Writer {
+            index: &mut index,
+            space,
+            progress,
+        };
+        let outcome = match record {
+            // A taken id (Ok(false)) cannot happen: ids are checked free before a run starts.
+            Record::Start(run) => {
+                let outcome = writer.write(|index| index.insert_run(&run).map(drop));
+                if outcome != Outcome::Written {
+                    unstarted.insert(run.id.clone(), run);
                 }
-                Err(e) if e.is_full() || (e.is_io_failure() && space.full_disk().is_some()) => {
-                    if space.release() {
-                        continue;
-                    }
-                    if !progress.borrow().blocked {
-                        tracing::error!(
-                            error = %e,
-                            "the disk is full: queueing run records until there is room (spillway purge frees some)"
-                        );
-                        progress.send_modify(|p| p.blocked = true);
-                    }
-                    thread::sleep(FULL_PAUSE);
-                    continue;
-                }
-                Err(e) => {
-                    tracing::error!(id = %record.id(), error = %e, "cannot record the run");
-                }
-                Ok(()) => {}
+                outcome
             }
-            break;
-        }
+            Record::End(id, end) => match unstarted.remove(&id) {
+                Some(run) => match writer.write(|index| index.insert_run(&run).map(drop)) {
+                    Outcome::Written => writer.write(|index| index.finish_run(&id, &end)),
+                    left_out => left_out,
+                },
+                None => match writer.write(|index| index.finish_run(&id, &end)) {
+                    Outcome::Unrecorded(why) => Outcome::EndUnrecorded(why),
+                    outcome => outcome,
+                },
+            },
+        };
+        let _ = reply.send(outcome);
         let was_blocked = progress.borrow().blocked;
         if was_blocked {
             tracing::info!("the run index is free again: writing the queued records");
@@ -201,9 +216,54 @@ fn write_records(
     }
 }
 
+/// Writes one change, waiting out another process's lock, and giving the disk's reserve to
+/// the index when the disk is full.
+struct Writer<'a> {
+    index: &'a mut Index,
+    space: &'a Space,
+    progress: &'a watch::Sender<Progress>,
+}
+
+impl Writer<'_> {
+    fn write(&mut self, change: impl Fn(&mut Index) -> Result<(), IndexError>) -> Outcome {
+        loop {
+            match change(self.index) {
+                Ok(()) => return Outcome::Written,
+                Err(e) if e.is_busy() => {
+                    if !self.progress.borrow().blocked {
+                        tracing::warn!(
+                            "the run index is locked by another process: queueing records until it is free"
+                        );
+                        self.progress.send_modify(|p| p.blocked = true);
+                    }
+                    thread::sleep(RETRY_PAUSE);
+                }
+                Err(e)
+                    if e.is_full() || (e.is_io_failure() && self.space.full_disk().is_some()) =>
+                {
+                    if self.space.release() {
+                        continue;
+                    }
+                    tracing::error!(
+                        error = %e,
+                        "the disk is full and its reserve used up: a run's record is left out of the index (spillway purge frees room)"
+                    );
+                    return Outcome::Unrecorded(self.space.unrecorded());
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot record the run");
+                    return Outcome::Unrecorded(format!(
+                        "the run index could not be written ({e})"
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// The next record to write, waiting for one; None once the recorder is gone and the queue
 /// is empty.
-fn next_record(queue: &(Mutex<Queue>, Condvar)) -> Option<Record> {
+fn next_record(queue: &(Mutex<Queue>, Condvar)) -> Option<Queued> {
     let (queue, wake) = queue;
     let mut queue = lock(queue);
     loop {
@@ -226,7 +286,7 @@ mod tests {
     use super::*;
     use crate::protocol::RunStatus;
     use crate::storage::index::INDEX_FILE;
-    use crate::storage::index::tests::{end, id, new_run, open_temp};
+    use crate::storage::index::tests::{cap_at_current_size, end, id, new_run, open_temp};
 
     fn status(index: &Index, n: u32) -> Option<RunStatus> {
         index.get(&id(n)).unwrap().map(|row| row.status)
@@ -269,5 +329,35 @@ mod tests {
         assert_eq!(recorder.flush(Duration::from_secs(20)).await, 0);
         assert_eq!(status(&reader, 1), Some(RunStatus::Exited));
         assert_eq!(status(&reader, 2), Some(RunStatus::Exited));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_record_the_full_disk_refuses_is_left_out_and_told_and_holds_up_nothing() {
+        let (dir, reader) = open_temp();
+        let space = Arc::new(Space::new(dir.path()));
+        let writer = Index::open(&dir.path().join(INDEX_FILE)).unwrap();
+        cap_at_current_size(&writer);
+        let recorder = Recorder::start(writer, space).unwrap();
+        let at = chrono::Utc::now();
+        let mut big = new_run(1, at);
+        big.argv = Some(vec!["x".repeat(1 << 20)]);
+
+        let started = recorder.record(Record::Start(big)).await;
+        assert!(
+            matches!(&started, Outcome::Unrecorded(why) if why.contains("is full")),
+            "{started:?}"
+        );
+        // The next run is recorded: the refused one holds nothing up.
+        let small = recorder.record(Record::Start(new_run(2, at))).await;
+        assert_eq!(small, Outcome::Written);
+        let end_small = Record::End(id(2), end(RunStatus::Exited, Some(0), 1));
+        assert_eq!(recorder.record(end_small).await, Outcome::Written);
+        assert_eq!(status(&reader, 2), Some(RunStatus::Exited));
+        // The refused run's end tries its whole row again, and is told it is still left out.
+        let end_big = Record::End(id(1), end(RunStatus::Exited, Some(0), 1));
+        let ended = recorder.record(end_big).await;
+        assert!(matches!(ended, Outcome::Unrecorded(_)), "{ended:?}");
+        assert_eq!(status(&reader, 1), None);
+        assert_eq!(recorder.flush(Duration::from_secs(20)).await, 0);
     }
 }

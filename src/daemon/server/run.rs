@@ -16,6 +16,7 @@ use crate::daemon::readiness::Until;
 use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
+use crate::protocol::cut::shown_end;
 use crate::protocol::{
     ErrorCode, ErrorEvent, Event, LaggedEvent, RawEvent, RunId, RunRequest, StartedEvent,
     StreamMode,
@@ -28,7 +29,7 @@ use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, chi
 
 use super::follow::{follow_live, open_tail};
 use super::previews::running_event;
-use super::recorder::Record;
+use super::recorder::{Outcome, Record};
 use super::runs::{Cursors, RunEntry, Session, client_gone, hung_up};
 use super::{ClientWriter, Daemon, bad_request, exit_event, grep, rfc3339, send};
 
@@ -44,10 +45,6 @@ pub(super) async fn serve_run(
     if daemon.stopping.load(Ordering::SeqCst) {
         let message = "the daemon is shutting down and takes no new runs";
         return send(write, &Event::error(ErrorCode::ShuttingDown, message)).await;
-    }
-    // A run would have nowhere to put its output, and its record might not fit either.
-    if let Some(message) = daemon.space.refusal() {
-        return send(write, &Event::error(ErrorCode::Internal, message)).await;
     }
     let id = match daemon.fresh_run_id().await {
         Ok(id) => id,
@@ -138,7 +135,10 @@ pub(super) async fn serve_run(
                     match &until {
                         Some(until) => Some(
                             until
-                                .ready(entry.spill_path(), 1, entry.live.committed())
+                                .ready(entry.spill_path(), 1, entry.live.committed(), {
+                                    let run = entry.control.clone();
+                                    move |port| run.listens_on(port)
+                                })
                                 .await,
                         ),
                         None => std::future::pending().await,
@@ -224,7 +224,8 @@ async fn watch_run(
         Ok(mut finished) => {
             tracing::info!(id = %id, status = finished.status.as_str(), "run ended");
             annotate(&mut finished);
-            daemon.record_end(&id, &finished).await;
+            let outcome = daemon.record_end(&id, &finished).await;
+            note_unrecorded(&mut finished, &id, &outcome);
             exit_event(id.clone(), finished)
         }
         Err(_) => Event::error(ErrorCode::Internal, format!("run {id} was lost")),
@@ -308,13 +309,33 @@ async fn send_raw(
         Err(e) if e.error_len().is_none() && !last => carry.len() - e.valid_up_to(),
         Err(_) => 0,
     };
-    let cut = carry.len() - keep;
+    let mut cut = carry.len() - keep;
+    if !last {
+        cut = held_back(&carry[..cut]);
+    }
     if cut == 0 {
         return Ok(());
     }
     let data = String::from_utf8_lossy(&carry[..cut]).into_owned();
     carry.drain(..cut);
     send(write, &Event::Raw(RawEvent { data })).await
+}
+
+/// Most bytes of a raw stream held back as a piece that could be a secret being written.
+const MAX_RAW_HOLD: usize = 4096;
+
+/// Where a raw chunk may end: before a trailing piece that could be a secret's start
+/// (`crate::protocol::cut`), which goes out with the next chunk, so redaction sees it whole.
+fn held_back(bytes: &[u8]) -> usize {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return bytes.len();
+    };
+    let end = shown_end(text);
+    if bytes.len() - end > MAX_RAW_HOLD {
+        bytes.len()
+    } else {
+        end
+    }
 }
 
 /// Terminal type a run gets unless it asks otherwise (its size: the normaliser's defaults,
@@ -338,6 +359,24 @@ pub(super) fn annotate(f: &mut Finished) {
         &f.limits_hit,
         f.limits_note.as_deref(),
     );
+}
+
+/// Tells the client, in one line after the preview's notice, that its run is not (wholly) in
+/// the run index, why, and what that means: the result it is given is all it will get from
+/// `history`. Nothing is said of a run that was recorded.
+fn note_unrecorded(f: &mut Finished, id: &RunId, outcome: &Outcome) {
+    let line = match outcome {
+        Outcome::Written | Outcome::Pending => return,
+        Outcome::Unrecorded(why) => format!(
+            "[spillway: run {id} was not recorded in the run index, so `spillway history` will \
+             not list it: {why}]"
+        ),
+        Outcome::EndUnrecorded(why) => format!(
+            "[spillway: the end of run {id} was not recorded in the run index, so `spillway \
+             history` shows it as running until a later daemon marks it interrupted: {why}]"
+        ),
+    };
+    crate::supervisor::leftovers::annotate(&mut f.preview, &[], &[], Some(&line));
 }
 
 /// Resolves a request into a run specification, with the daemon's defaults.
@@ -427,5 +466,6 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         cgroups: daemon.cgroups.clone(),
         resources: resources.or(daemon.default_resources),
         stdin: None,
+        caller: r.caller.clone(),
     })
 }

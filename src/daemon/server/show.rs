@@ -16,19 +16,34 @@ pub(super) async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, Error
         limit: r.limit.unwrap_or(defaults.limit),
         max_bytes: r.max_bytes.unwrap_or(defaults.max_bytes),
     };
-    let page = tokio::task::spawn_blocking(move || read::read_page(&path, &request))
-        .await
-        .map_err(|e| internal(format!("read task failed: {e}")))?
-        .map_err(|e| match e {
-            ReadError::NotFound { .. } => ErrorEvent {
-                code: ErrorCode::SpillMissing,
-                message: format!("the output of run {}: {e}", r.id),
-            },
-            ReadError::Io { .. } => internal(e.to_string()),
-            _ => bad_request(e.to_string()),
-        })?;
+    let redactor = daemon.redactor.clone().filter(|_| !r.no_redact);
+    let (page, redactions) = tokio::task::spawn_blocking(move || {
+        let mut page = read::read_page(&path, &request)?;
+        let mut redactions = BTreeMap::new();
+        if let Some(redactor) = redactor {
+            // Redacted here, with the lines around it, as well as when sent: a page inside a
+            // private key's body is then redacted as the whole key is.
+            let (before, after) =
+                read::page_context(&path, &page).map_err(|source| ReadError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+            page.text = redactor.redact_window(&before, &page.text, &after, &mut redactions);
+        }
+        Ok((page, redactions))
+    })
+    .await
+    .map_err(|e| internal(format!("read task failed: {e}")))?
+    .map_err(|e: ReadError| match e {
+        ReadError::NotFound { .. } => ErrorEvent {
+            code: ErrorCode::SpillMissing,
+            message: format!("the output of run {}: {e}", r.id),
+        },
+        ReadError::Io { .. } => internal(e.to_string()),
+        _ => bad_request(e.to_string()),
+    })?;
     Ok(Event::Show(Box::new(ShowEvent {
-        redactions: BTreeMap::new(),
+        redactions,
         run: run.into(),
         next_offset: page.has_more().then_some(page.last + 1),
         text: page.text,

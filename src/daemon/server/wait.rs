@@ -46,7 +46,12 @@ pub(super) async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event,
                 match &until {
                     Some(until) => {
                         let committed = entry.live.committed();
-                        until.ready(entry.spill_path(), from_line, committed).await
+                        let run = entry.control.clone();
+                        until
+                            .ready(entry.spill_path(), from_line, committed, move |port| {
+                                run.listens_on(port)
+                            })
+                            .await
                     }
                     None => std::future::pending().await,
                 }

@@ -120,8 +120,30 @@ pub(super) static RULES: &[Rule] = &[
         r#"(?i:authorization)["']?[ \t]*[:=][ \t]*["']?(?i:basic)[ \t]+([A-Za-z0-9+/]{6,}=*)|(?:^|[ \t])(?:-u|--user)[ \t]+["']?[^\s:"'@]+:([^\s"'\[@]+)["']?(?:[ \t]|$)"#),
     re("bearer-token", 2, &["authorization", "bearer"], Some(strict_value),
         r#"(?:(?i:authorization)["']?[ \t]*[:=][ \t]*["']?(?i:bearer|token)|(?i:(?-u:\b)bearer))[ \t]+([A-Za-z0-9._~+/-]{8,}=*)"#),
-    re("url-password", 2, &["://"], Some(looks_like_value),
-        r#"[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]"'<>]*:([^\s/?#@\[\]"'<>]+)@"#),
+    // Also with JSON's escaped slashes (`https:\/\/user:pass@host`).
+    re("url-password", 2, &["://", ":\\/\\/"], Some(looks_like_value),
+        r#"[A-Za-z][A-Za-z0-9+.-]*:(?://|\\/\\/)[^\s:/?#@\[\]"'<>\\]*:([^\s/?#@\[\]"'<>\\]+)@"#),
+    // Go's DSN: `user:pass@tcp(host:3306)/db`.
+    re("url-password", 2, &["@tcp(", "@unix(", "@udp("], Some(looks_like_value),
+        r#"[A-Za-z0-9_.$-]+:([^\s:@/"'\[]+)@(?:tcp|unix|udp)\("#),
+    // A query string's credential: `?key=`, `&sig=` (Azure SAS), `&signature=`, `&password=`.
+    re("url-credential", 2, &["key=", "sig=", "signature=", "secret=", "password=", "passwd="], Some(strict_value),
+        r#"[?&](?i:key|apikey|api_key|sig|signature|x-amz-signature|x-goog-signature|secret|client_secret|password|passwd)=([^&\s"'#<>\[]{8,})"#),
+    // Cookies: every value of a `Cookie:` header, the value of a `Set-Cookie:` one.
+    re("cookie", 2, &["cookie"], Some(looks_like_value),
+        r#"(?:^|[^A-Za-z0-9-])(?i:cookie)["']?[ \t]*:[ \t]*["']?((?:[^=;\s"']+=[^;\s"']*(?:;[ \t]*)?)+)"#),
+    re("cookie", 2, &["set-cookie"], Some(looks_like_value),
+        r#"(?i:set-cookie)["']?[ \t]*:[ \t]*["']?[^=;\s"']+=([^;\s"'\[]+)"#),
+    // Short password flags: `mysql -pSECRET`, `sshpass -p SECRET`, `redis-cli -a SECRET`,
+    // `docker login -p SECRET`.
+    re("password", 2, &["mysql", "mariadb"], Some(looks_like_value),
+        r#"(?-u:\b)(?:mysql|mariadb)[A-Za-z-]*(?:[ \t]+[^\s|;&]+)*?[ \t]+-p["']?([^\s"']+)"#),
+    re("password", 2, &["sshpass"], Some(looks_like_value),
+        r#"(?-u:\b)sshpass[ \t]+-p[ \t]*["']?([^\s"']+)"#),
+    re("password", 2, &["redis-cli"], Some(looks_like_value),
+        r#"(?-u:\b)redis-cli(?:[ \t]+[^\s|;&]+)*?[ \t]+-a[ \t]+["']?([^\s"']+)"#),
+    re("password", 2, &["login"], Some(looks_like_value),
+        r#"(?-u:\b)(?:docker|podman|buildah|skopeo|nerdctl|oras|registry)[ \t]+login(?:[ \t]+[^\s|;&]+)*?[ \t]+-p[ \t]*["']?([^\s"']+)"#),
     re("password", 2, &["login"], Some(looks_like_value), r"(?-u:\b)login[ \t]+[^\s]+[ \t]+password[ \t]+([^\s\[]+)"),
     Rule { name: "kubernetes-secret", class: 2, triggers: &["kind: secret"], find: Find::KubeSecret, check: None },
     // Keyword assignments, judged in code; the first family whose keyword the key holds names it.

@@ -46,6 +46,73 @@ impl Redactor {
         out.push_str(&part);
         out
     }
+
+    /// Redacts `text` (whole lines) as part of the lines around it, `before` and `after`
+    /// (whole lines too): a page or a block of matches inside a private key is redacted as the
+    /// whole key would be. Returns `text`'s lines redacted, as many as it had, and counts the
+    /// secrets whose markers appear in them.
+    pub fn redact_window(
+        &self,
+        before: &str,
+        text: &str,
+        after: &str,
+        counts: &mut Counts,
+    ) -> String {
+        let mut window = String::with_capacity(before.len() + text.len() + after.len());
+        for part in [before, text, after] {
+            window.push_str(part);
+            if !window.is_empty() && !window.ends_with('\n') {
+                window.push('\n');
+            }
+        }
+        let redacted = self.redact(&window);
+        if redacted.counts.is_empty() {
+            return text.to_string();
+        }
+        let skip = before.split_inclusive('\n').count();
+        let take = text.split_inclusive('\n').count();
+        let mut out: String = redacted
+            .text
+            .split_inclusive('\n')
+            .skip(skip)
+            .take(take)
+            .collect();
+        if !text.ends_with('\n') && out.ends_with('\n') {
+            out.pop();
+        }
+        let had = marker_counts(text);
+        let mut counted = false;
+        for (kind, n) in marker_counts(&out) {
+            let had = had.get(kind).copied().unwrap_or(0);
+            if n > had {
+                *counts.entry(kind.to_string()).or_default() += n - had;
+                counted = true;
+            }
+        }
+        // Lines emptied by a block whose marker stands outside them (a page inside a key's
+        // body): the block still counts, so the reader is told why they are empty.
+        if !counted && out != text {
+            let kind = match redacted.counts.keys().next() {
+                _ if redacted.counts.contains_key("private-key") => "private-key",
+                Some(kind) => kind,
+                None => "private-key",
+            };
+            *counts.entry(kind.to_string()).or_default() += 1;
+        }
+        out
+    }
+}
+
+/// The redaction markers in `text`, by kind.
+fn marker_counts(text: &str) -> BTreeMap<&str, u64> {
+    let mut found = BTreeMap::new();
+    for (at, _) in text.match_indices("[redacted: ") {
+        let rest = &text[at + "[redacted: ".len()..];
+        if let Some(end) = rest.find(']') {
+            *found.entry(&rest[..end]).or_default() += 1;
+        }
+    }
+    found
 }
 
 /// The line that says what was redacted, or `None` when nothing was.

@@ -132,6 +132,7 @@ impl Index {
         if ids.is_empty() {
             return Ok(());
         }
+        self.writable()?;
         let tx = self.conn.transaction()?;
         {
             let mut statement = tx.prepare_cached(sql)?;

@@ -33,6 +33,7 @@ impl Index {
     /// truncate` leaves them to a child process). An unknown id is an error
     /// (`QueryReturnedNoRows`).
     pub fn record_tokens(&mut self, id: &RunId, tokens: &RunTokens) -> Result<(), IndexError> {
+        self.writable()?;
         let changed = self
             .conn
             .prepare_cached(

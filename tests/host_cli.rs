@@ -1,0 +1,499 @@
+//! spillway installed in the agent hosts' real CLIs (the versions tests/hosts/package.json pins),
+//! each driven end to end by a scripted model on 127.0.0.1 (tests/hosts/model_server.py): every
+//! scenario runs with and without `spillway init`, and what ran (files on disk) and the tool
+//! result the next model request carries are compared. Installed, spillway must change nothing
+//! but the output the model reads.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::helper::daemon::TestDaemon;
+use crate::helper::npm;
+
+/// A scripted model server, stopped on drop.
+struct ModelServer {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl ModelServer {
+    fn start(dir: &Path, steps: &Value) -> ModelServer {
+        let script = dir.join("script.json");
+        std::fs::write(&script, json!({ "steps": steps }).to_string()).unwrap();
+        let log = dir.join("requests.jsonl");
+        let port_file = dir.join("port");
+        let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hosts/model_server.py");
+        let child = Command::new("python3")
+            .arg(server)
+            .args([&script, &log, &port_file])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start the scripted model");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let port = loop {
+            if let Some(port) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+            {
+                break port;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the scripted model did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        ModelServer { child, port, log }
+    }
+
+    /// The text of each tool result the host sent back, in order, each once.
+    fn tool_results(&self) -> Vec<String> {
+        let mut seen = Vec::new();
+        let mut results = Vec::new();
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        for line in text.lines() {
+            let request: Value = serde_json::from_str(line).unwrap();
+            let body = &request["body"];
+            for message in body["messages"].as_array().into_iter().flatten() {
+                let found = match message["role"].as_str() {
+                    // Anthropic: tool_result blocks in a user message.
+                    Some("user") => message["content"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|c| c["type"] == "tool_result")
+                        .map(|c| (c["tool_use_id"].to_string(), content_text(&c["content"])))
+                        .collect::<Vec<_>>(),
+                    // Chat Completions: a tool message.
+                    Some("tool") => vec![(
+                        message["tool_call_id"].to_string(),
+                        content_text(&message["content"]),
+                    )],
+                    _ => vec![],
+                };
+                for (id, text) in found {
+                    if !seen.contains(&id) {
+                        seen.push(id);
+                        results.push(text);
+                    }
+                }
+            }
+        }
+        results
+    }
+
+    /// The commands of the shell calls the host's history shows the model (Chat Completions).
+    fn history_commands(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let last = text.lines().last().unwrap_or("{}");
+        let request: Value = serde_json::from_str(last).unwrap();
+        request["body"]["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+            .filter_map(|call| {
+                let args: Value =
+                    serde_json::from_str(call["function"]["arguments"].as_str()?).ok()?;
+                args["command"].as_str().map(str::to_string)
+            })
+            .collect()
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        other => other.to_string(),
+    }
+}
+
+fn host_bin(name: &str) -> PathBuf {
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hosts/package.json");
+    npm::installed(&package)
+        .join("node_modules/.bin")
+        .join(name)
+}
+
+/// Installs Debian packages the hosts' sandboxes need, when missing (CI runs as root).
+fn ensure_debian_packages(programs: &[(&str, &str)]) {
+    let missing: Vec<&str> = programs
+        .iter()
+        .filter(|(program, _)| {
+            !Command::new("sh")
+                .args(["-c", &format!("command -v {program}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .map(|(_, package)| *package)
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let _ = Command::new("apt-get").arg("update").output();
+    let out = Command::new("apt-get")
+        .args(["install", "-y", "-q"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .output()
+        .expect("run apt-get");
+    assert!(out.status.success(), "cannot install {missing:?}: {out:?}");
+}
+
+/// One scenario's world: a home, a project, and the daemon spillway would use.
+struct World {
+    root: tempfile::TempDir,
+    daemon: TestDaemon,
+}
+
+impl World {
+    fn new() -> World {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("home")).unwrap();
+        std::fs::create_dir_all(root.path().join("project")).unwrap();
+        World {
+            root,
+            daemon: TestDaemon::start(),
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.path().join("home")
+    }
+
+    fn project(&self) -> PathBuf {
+        self.root.path().join("project")
+    }
+
+    fn install(&self, host: &str) {
+        let out = Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .args(["init", "--agent", host, "--scope", "user"])
+            .current_dir(self.project())
+            .env("HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            .env_remove("CODEX_HOME")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "init {host}: {out:?}");
+    }
+
+    /// Merges `settings` into the JSON file at `rel` under the home.
+    fn merge_json(&self, rel: &str, settings: &Value) {
+        let path = self.home().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut doc: Value = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| json!({}));
+        for (key, value) in settings.as_object().unwrap() {
+            doc[key] = value.clone();
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    }
+
+    fn env<'a>(&'a self, cmd: &'a mut Command) -> &'a mut Command {
+        cmd.current_dir(self.project())
+            .env("HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            .env("XDG_DATA_HOME", self.home().join(".local/share"))
+            .env("XDG_STATE_HOME", self.home().join(".local/state"))
+            .env("SPILLWAY_SOCKET", &self.daemon.socket)
+            .env("SPILLWAY_DATA_DIR", self.daemon.sandbox.data_dir())
+            .env_remove("CLAUDECODE")
+            .stdin(Stdio::null())
+    }
+}
+
+/// Runs Claude Code headless in `world` against `model`.
+fn claude(world: &World, model: &ModelServer, mode: &str) -> Output {
+    let mut cmd = Command::new(host_bin("claude"));
+    world
+        .env(&mut cmd)
+        .args([
+            "-p",
+            "go",
+            "--output-format",
+            "json",
+            "--permission-mode",
+            mode,
+        ])
+        .env(
+            "ANTHROPIC_BASE_URL",
+            format!("http://127.0.0.1:{}", model.port),
+        )
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("IS_SANDBOX", "1")
+        .output()
+        .expect("run claude")
+}
+
+/// Claude Code's tool results for `steps` under `settings` and `mode`, with or without
+/// spillway; `prepare` lays out the project first.
+fn claude_scenario(
+    settings: &Value,
+    steps: &Value,
+    mode: &str,
+    with_spillway: bool,
+    prepare: impl Fn(&Path),
+) -> (Vec<String>, World) {
+    let world = World::new();
+    prepare(&world.project());
+    if with_spillway {
+        world.install("claude-code");
+    }
+    world.merge_json(".claude/settings.json", settings);
+    let dir = world.root.path().join("model");
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = ModelServer::start(&dir, steps);
+    let out = claude(&world, &model, mode);
+    assert!(out.status.success(), "claude: {out:?}");
+    (model.tool_results(), world)
+}
+
+/// The results without and with spillway, checked equal, with the worlds they ran in.
+fn claude_same(
+    settings: Value,
+    steps: Value,
+    mode: &str,
+    prepare: impl Fn(&Path) + Copy,
+) -> (World, World) {
+    let (without, plain) = claude_scenario(&settings, &steps, mode, false, prepare);
+    let (with, installed) = claude_scenario(&settings, &steps, mode, true, prepare);
+    assert_eq!(
+        without.len(),
+        steps.as_array().unwrap().len(),
+        "every step got a result: {without:?}"
+    );
+    let normalise = |texts: Vec<String>, world: &World| -> Vec<String> {
+        let root = world.root.path().to_string_lossy().into_owned();
+        texts.iter().map(|t| t.replace(&root, "ROOT")).collect()
+    };
+    assert_eq!(
+        normalise(with, &installed),
+        normalise(without, &plain),
+        "the model read something else with spillway"
+    );
+    (plain, installed)
+}
+
+#[test]
+fn claude_code_deny_rules_hold_in_bypass_mode() {
+    let keep = |project: &Path| std::fs::write(project.join("keepme"), "x").unwrap();
+    let (plain, installed) = claude_same(
+        json!({"permissions": {"deny": ["Bash(rm:*)"]}}),
+        json!([{"command": "rm -f keepme"}, {"command": "ls"}]),
+        "bypassPermissions",
+        keep,
+    );
+    assert!(plain.project().join("keepme").exists());
+    assert!(
+        installed.project().join("keepme").exists(),
+        "a deny rule stopped nothing with spillway"
+    );
+}
+
+#[test]
+fn claude_code_allow_rules_and_refusals_hold_in_default_mode() {
+    let (plain, installed) = claude_same(
+        json!({"permissions": {"allow": ["Bash(echo:*)"]}}),
+        json!([{"command": "echo allowed"}, {"command": "touch refused"}]),
+        "default",
+        |_| {},
+    );
+    assert!(!plain.project().join("refused").exists());
+    assert!(!installed.project().join("refused").exists());
+}
+
+#[test]
+fn claude_code_keeps_the_working_directory_quoting_and_exit_codes() {
+    claude_same(
+        json!({}),
+        json!([
+            {"command": "mkdir -p sub && cd sub && echo in-sub"},
+            {"command": "pwd; echo to-stderr >&2; exit 3"},
+            {"command": "nosuchcommand-xyz"},
+            {"command": "echo 'single' \"double\" $(echo sub) `echo tick` ünï ✓"},
+            {"command": "cat <<'EOF'\nheredoc $HOME\nEOF"},
+        ]),
+        "bypassPermissions",
+        |_| {},
+    );
+}
+
+#[test]
+fn claude_code_sandboxed_commands_run_inside_the_sandbox() {
+    ensure_debian_packages(&[("bwrap", "bubblewrap"), ("socat", "socat")]);
+    let (plain, installed) = claude_same(
+        json!({"sandbox": {"enabled": true}}),
+        json!([{"command": "echo inside; touch ../outside; echo made=$?; touch inside-file"}]),
+        "bypassPermissions",
+        |_| {},
+    );
+    for world in [&plain, &installed] {
+        assert!(!world.root.path().join("outside").exists());
+        assert!(world.project().join("inside-file").exists());
+    }
+}
+
+#[test]
+fn claude_code_long_outputs_arrive_whole_under_its_cap() {
+    let world = World::new();
+    world.install("claude-code");
+    let dir = world.root.path().join("model");
+    std::fs::create_dir_all(&dir).unwrap();
+    // 28 KB, 1.3 MB and 4.5 MB of 150-character lines, with a failure in the middle.
+    let wide = |lines: u32| {
+        format!(
+            "for i in $(seq 1 {lines}); do printf 'row %07d %0140d\\n' $i 0; \
+             [ $i = {} ] && echo 'error: the one line that matters'; done; exit 1",
+            lines / 2
+        )
+    };
+    let steps = json!([
+        {"command": wide(190)},
+        {"command": wide(8_700)},
+        {"command": wide(30_000)},
+    ]);
+    let model = ModelServer::start(&dir, &steps);
+    let out = claude(&world, &model, "bypassPermissions");
+    assert!(out.status.success(), "{out:?}");
+    let results = model.tool_results();
+    assert_eq!(results.len(), 3, "{results:?}");
+    for text in &results {
+        assert!(
+            !text.contains("persisted-output"),
+            "Claude Code saved it: {text}"
+        );
+        assert!(
+            !text.contains("characters truncated"),
+            "Claude Code cut it: {text}"
+        );
+        assert!(text.chars().count() <= 10_000, "{} characters", text.len());
+        assert!(text.contains("row 0000001 "), "the head is shown");
+        assert!(text.contains("error: the one line that matters"), "{text}");
+    }
+    for text in &results[1..] {
+        assert!(text.contains("\n\n[spillway: output"), "the notice: {text}");
+        assert!(text.contains("spillway read "), "how to read on: {text}");
+    }
+}
+
+#[test]
+fn init_replaces_the_claude_code_hook_of_earlier_versions() {
+    let world = World::new();
+    let old = json!({
+        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+            "command": format!("{} hook claude-code", env!("CARGO_BIN_EXE_spillway"))}]}]}
+    });
+    world.merge_json(".claude/settings.json", &old);
+    world.install("claude-code");
+    let text = std::fs::read_to_string(world.home().join(".claude/settings.json")).unwrap();
+    assert!(!text.contains("hook claude-code"), "{text}");
+    assert!(text.contains("CLAUDE_CODE_SHELL_PREFIX"), "{text}");
+}
+
+/// Runs opencode headless in `world` against `model`.
+fn opencode(world: &World, model: &ModelServer, permission: &Value) -> Output {
+    let provider = json!({
+        "provider": {"mock": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Mock",
+            "options": {"baseURL": format!("http://127.0.0.1:{}/v1", model.port), "apiKey": "x"},
+            "models": {"m": {"name": "m"}}
+        }},
+        "model": "mock/m",
+        "permission": permission,
+    });
+    world.merge_json(".config/opencode/opencode.json", &provider);
+    let mut cmd = Command::new(host_bin("opencode"));
+    world.env(&mut cmd).args(["run", "go"]).output().unwrap()
+}
+
+#[test]
+fn opencode_rules_history_and_cap_hold_with_spillway() {
+    let steps = json!([
+        {"command": "rm -f keepme"},
+        {"command": "seq 1 200000 | sed 's/^/a wide line of output number /'"},
+    ]);
+    let permission = json!({"bash": {"*": "allow", "rm *": "deny"}});
+    let mut results = Vec::new();
+    for with_spillway in [false, true] {
+        let world = World::new();
+        std::fs::write(world.project().join("keepme"), "x").unwrap();
+        if with_spillway {
+            world.install("opencode");
+        }
+        let dir = world.root.path().join("model");
+        std::fs::create_dir_all(&dir).unwrap();
+        let model = ModelServer::start(&dir, &steps);
+        let out = opencode(&world, &model, &permission);
+        assert!(world.project().join("keepme").exists(), "{out:?}");
+        let history = model.history_commands();
+        assert!(
+            history.iter().all(|c| !c.contains("spillway")),
+            "the model's history shows a rewritten command: {history:?}"
+        );
+        results.push(model.tool_results());
+    }
+    let (without, with) = (&results[0], &results[1]);
+    assert_eq!(with.len(), without.len(), "{with:?}");
+    assert_eq!(with[0], without[0], "the refusal reads the same");
+    let preview = with.last().unwrap();
+    assert!(preview.contains("[spillway: output"), "{preview}");
+    assert!(preview.contains("number 200000"), "the tail is shown");
+    assert!(preview.len() <= 50 * 1024 && preview.lines().count() <= 2_000);
+}
+
+#[test]
+fn a_sandboxed_host_run_runs_in_process_with_the_same_preview() {
+    let data = tempfile::tempdir().unwrap();
+    let socket = data.path().join("never.sock");
+    let run = |marker: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_spillway"));
+        cmd.args(["run", "--host", "codex", "--no-tty", "--", "bash", "-c"])
+            .arg("seq 1 50000; echo 'error: here' >&2; exit 3")
+            .env("SPILLWAY_DATA_DIR", data.path())
+            .env("SPILLWAY_SOCKET", &socket)
+            .stdin(Stdio::null());
+        if let Some(marker) = marker {
+            cmd.env(marker, "1");
+        }
+        cmd.output().unwrap()
+    };
+    for marker in ["SANDBOX_RUNTIME", "CODEX_SANDBOX"] {
+        let out = run(Some(marker));
+        assert_eq!(out.status.code(), Some(3), "{out:?}");
+        assert!(out.stderr.is_empty(), "{out:?}");
+        assert!(!socket.exists(), "a sandboxed run asked the daemon");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.starts_with("1\n2\n"), "{text}");
+        assert!(text.contains("error: here"), "{text}");
+        assert!(text.len() <= 10_000, "{} bytes", text.len());
+        let spill = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Full output: "))
+            .expect("the notice names the spill");
+        let kept = std::fs::read_to_string(spill).unwrap();
+        assert!(kept.starts_with("1\n2\n") && kept.contains("\n50000\n"));
+    }
+}
