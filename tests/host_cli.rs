@@ -58,6 +58,14 @@ impl ModelServer {
         for line in text.lines() {
             let request: Value = serde_json::from_str(line).unwrap();
             let body = &request["body"];
+            let mut found = responses_results(body);
+            found.extend(gemini_results(body));
+            for (id, text) in found {
+                if !seen.contains(&id) {
+                    seen.push(id);
+                    results.push(text);
+                }
+            }
             for message in body["messages"].as_array().into_iter().flatten() {
                 let found = match message["role"].as_str() {
                     // Anthropic: tool_result blocks in a user message.
@@ -110,6 +118,36 @@ impl Drop for ModelServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// OpenAI Responses (Codex): `function_call_output` items of the input.
+fn responses_results(body: &Value) -> Vec<(String, String)> {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "function_call_output")
+        .map(|item| (item["call_id"].to_string(), content_text(&item["output"])))
+        .collect()
+}
+
+/// Gemini: `functionResponse` parts; a refusal is an `error`, a result an `output`. Gemini
+/// keeps no call id, so the text itself tells results apart.
+fn gemini_results(body: &Value) -> Vec<(String, String)> {
+    body["contents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|part| {
+            let response = &part["functionResponse"]["response"];
+            let text = response["output"]
+                .as_str()
+                .or_else(|| response["error"].as_str())?
+                .to_string();
+            Some((format!("gemini:{text}"), text))
+        })
+        .collect()
 }
 
 fn content_text(content: &Value) -> String {
@@ -460,7 +498,11 @@ fn opencode_rules_history_and_cap_hold_with_spillway() {
     assert_eq!(with[0], without[0], "the refusal reads the same");
     let preview = with.last().unwrap();
     assert!(preview.contains("[spillway: output"), "{preview}");
-    assert!(preview.contains("number 200000"), "the tail is shown");
+    let tail = &preview[preview.len().saturating_sub(800)..];
+    assert!(
+        preview.contains("number 200000"),
+        "the tail is shown: {tail}"
+    );
     assert!(preview.len() <= 50 * 1024 && preview.lines().count() <= 2_000);
 }
 
@@ -496,4 +538,175 @@ fn a_sandboxed_host_run_runs_in_process_with_the_same_preview() {
         let kept = std::fs::read_to_string(spill).unwrap();
         assert!(kept.starts_with("1\n2\n") && kept.contains("\n50000\n"));
     }
+}
+
+/// The lines a host writes around a result that differ from run to run (Codex's chunk id and
+/// wall time, Gemini's process group), and the line Gemini adds when a hook changed the
+/// input, which is the one difference Gemini CLI's hooks cannot avoid.
+fn without_run_details(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            !l.starts_with("Chunk ID:")
+                && !l.starts_with("Wall time:")
+                && !l.starts_with("Process Group PGID:")
+                && !l.starts_with("[System] Tool input parameters")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim_end()
+        .to_string()
+}
+
+/// Runs `codex exec` in `world` (its provider already points at the model) in `sandbox` mode (None: Codex's default).
+fn codex(world: &World, sandbox: Option<&str>) -> Output {
+    let mut cmd = Command::new(host_bin("codex"));
+    world
+        .env(&mut cmd)
+        .args([
+            "exec",
+            "--dangerously-bypass-hook-trust",
+            "--skip-git-repo-check",
+        ])
+        .args(sandbox.map(|s| vec!["-s", s]).unwrap_or_default())
+        .arg("go")
+        .env_remove("CODEX_HOME")
+        .output()
+        .expect("run codex")
+}
+
+/// A world set up for Codex: its provider pointed at `model`, a rule forbidding `rm`.
+fn codex_world(model: &ModelServer, with_spillway: bool) -> World {
+    let world = World::new();
+    let codex = world.home().join(".codex");
+    std::fs::create_dir_all(codex.join("rules")).unwrap();
+    std::fs::write(
+        codex.join("config.toml"),
+        format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
+             name = \"mock\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\n\
+             supports_websockets = false\n",
+            model.port
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        codex.join("rules/default.rules"),
+        "prefix_rule(pattern = [\"rm\"], decision = \"forbidden\")\n",
+    )
+    .unwrap();
+    std::fs::write(world.project().join("keepme"), "x").unwrap();
+    if with_spillway {
+        world.install("codex");
+    }
+    world
+}
+
+#[test]
+fn codex_rules_sandbox_exit_codes_and_cap_hold_with_spillway() {
+    let steps = json!([
+        {"command": "rm -f keepme"},
+        {"command": "pwd; echo to-stderr >&2; exit 3"},
+        {"command": "echo 'q\"uo'\"'\"'te' $(echo sub); touch made"},
+        {"command": "seq 1 100000"},
+    ]);
+    for sandbox in [Some("danger-full-access"), None] {
+        let mut results = Vec::new();
+        for with_spillway in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let model = ModelServer::start(dir.path(), &steps);
+            let world = codex_world(&model, with_spillway);
+            let out = codex(&world, sandbox);
+            assert!(out.status.success(), "codex: {out:?}");
+            assert!(
+                world.project().join("keepme").exists(),
+                "{sandbox:?}: rm ran"
+            );
+            let made = world.project().join("made").exists();
+            let root = world.root.path().to_string_lossy().into_owned();
+            let texts: Vec<String> = model
+                .tool_results()
+                .iter()
+                .map(|t| without_run_details(&t.replace(&root, "ROOT")))
+                .collect();
+            assert_eq!(texts.len(), 4, "{texts:?}");
+            results.push((texts, made));
+        }
+        let (without, with) = (&results[0], &results[1]);
+        assert_eq!(
+            with.1, without.1,
+            "{sandbox:?}: a file was made in one only"
+        );
+        assert_eq!(with.0[..3], without.0[..3], "{sandbox:?}");
+        let preview = &with.0[3];
+        assert!(preview.len() <= 10_000, "{} bytes", preview.len());
+        if without.0[3].contains("\n100000") {
+            // The command ran (outside a sandbox this machine cannot give Codex): spillway's
+            // preview, with its notice, in place of Codex's cut.
+            assert!(preview.contains("[spillway: output"), "{preview}");
+            assert!(preview.contains("\n100000\n"), "the tail is shown");
+        }
+    }
+}
+
+#[test]
+fn gemini_policies_parameters_and_cap_hold_with_spillway() {
+    let steps = json!([
+        {"command": "rm -f keepme"},
+        {"command": "pwd; echo hi; exit 3", "dir_path": "sub"},
+        {"command": "seq 1 100000"},
+    ]);
+    let mut results = Vec::new();
+    for with_spillway in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let model = ModelServer::start(dir.path(), &steps);
+        let world = World::new();
+        std::fs::write(world.project().join("keepme"), "x").unwrap();
+        std::fs::create_dir_all(world.project().join("sub")).unwrap();
+        let policies = world.home().join(".gemini/policies");
+        std::fs::create_dir_all(&policies).unwrap();
+        std::fs::write(
+            policies.join("deny.toml"),
+            "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"rm\"\n\
+             decision = \"deny\"\npriority = 500\n",
+        )
+        .unwrap();
+        world.merge_json(
+            ".gemini/settings.json",
+            &json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}),
+        );
+        if with_spillway {
+            world.install("gemini");
+        }
+        let mut cmd = Command::new(host_bin("gemini"));
+        let out = world
+            .env(&mut cmd)
+            .args(["-p", "go", "--approval-mode", "yolo"])
+            .env("GEMINI_API_KEY", "x")
+            .env(
+                "GOOGLE_GEMINI_BASE_URL",
+                format!("http://127.0.0.1:{}", model.port),
+            )
+            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+            .output()
+            .expect("run gemini");
+        assert!(world.project().join("keepme").exists(), "rm ran: {out:?}");
+        let root = world.root.path().to_string_lossy().into_owned();
+        let texts: Vec<String> = model
+            .tool_results()
+            .iter()
+            .map(|t| without_run_details(&t.replace(&root, "ROOT")))
+            .collect();
+        assert_eq!(texts.len(), 3, "{texts:?} {out:?}");
+        results.push(texts);
+    }
+    let (without, with) = (&results[0], &results[1]);
+    assert_eq!(with[..2], without[..2]);
+    assert!(
+        with[1].contains("ROOT/project/sub"),
+        "dir_path kept: {}",
+        with[1]
+    );
+    let preview = &with[2];
+    assert!(preview.contains("[spillway: output"), "{preview}");
+    assert!(preview.chars().count() <= 40_000);
 }

@@ -431,9 +431,21 @@ fn opencode_plugin(program: &str) -> String {
 // output instead (the most telling lines, the rest on disk). Set SPILLWAY_HOOK=off to turn it
 // off.
 import {{ spawnSync }} from "node:child_process";
-import {{ readFileSync }} from "node:fs";
+import {{ readFileSync, statSync }} from "node:fs";
 
 const SPILLWAY = {program};
+
+// opencode may still be writing the file when the hook runs: wait until its size holds
+// still (at most 5 s), so the preview is of the whole output.
+async function settled(path) {{
+  let last = -1;
+  for (let i = 0; i < 50; i++) {{
+    const size = statSync(path).size;
+    if (size === last) return;
+    last = size;
+    await new Promise((done) => setTimeout(done, 100));
+  }}
+}}
 
 export const SpillwayPlugin = async () => ({{
   "tool.execute.after": async (input, output) => {{
@@ -442,6 +454,7 @@ export const SpillwayPlugin = async () => ({{
     const whole = output?.metadata?.outputPath;
     if (typeof whole !== "string") return;
     try {{
+      await settled(whole);
       const preview = spawnSync(
         SPILLWAY,
         ["truncate", "--max-lines", "{lines}", "--max-bytes", "{bytes}"],
