@@ -497,6 +497,16 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         .check()
         .map_err(anyhow::Error::msg)?;
     if let Some(host) = args.host {
+        // For a host's shell tool: no live output, no terminal size, and the empty standard
+        // input `--no-tty` documents (the host's own stdin is not the command's).
+        let request = RunRequest {
+            stdin_fd: false,
+            stream: None,
+            cols: args.cols,
+            rows: args.rows,
+            kill_on_disconnect: args.live.kill_on_disconnect.then_some(true),
+            ..request
+        };
         return crate::client::host_run::run(host, request, &endpoint);
     }
     let mut connection = Connection::open(&endpoint)?;
