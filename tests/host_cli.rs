@@ -710,3 +710,55 @@ fn gemini_policies_parameters_and_cap_hold_with_spillway() {
     assert!(preview.contains("[spillway: output"), "{preview}");
     assert!(preview.chars().count() <= 40_000);
 }
+
+#[test]
+fn doctor_reports_each_hosts_integration_and_what_it_does() {
+    let world = World::new();
+    let doctor = |world: &World| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_spillway"));
+        let out = world.env(&mut cmd).arg("doctor").output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = doctor(&world);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("claude-code:\n  user scope: not installed"),
+        "{text}"
+    );
+    world.install("claude-code");
+    world.install("codex");
+    let (code, text) = doctor(&world);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("claude-code:\n  user scope: installed"),
+        "{text}"
+    );
+    assert!(text.contains("through the shell prefix"), "{text}");
+    assert!(text.contains("once trusted"), "{text}");
+    assert!(
+        text.contains("rewritten to `spillway run --host codex"),
+        "{text}"
+    );
+    // An earlier version's Claude Code hook left in the settings: out of date, exit code 1.
+    let old = json!({
+        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+            "command": format!("{} hook claude-code", env!("CARGO_BIN_EXE_spillway"))}]}]}
+    });
+    world.merge_json(".claude/settings.json", &old);
+    let (code, text) = doctor(&world);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("user scope: ! installed in part"), "{text}");
+    // A Codex rule about the sample's program: the hook leaves it alone, and doctor says so.
+    let rules = world.home().join(".codex/rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("r.rules"),
+        "prefix_rule(pattern = [\"cargo\"], decision = \"prompt\")\n",
+    )
+    .unwrap();
+    let (_, text) = doctor(&world);
+    assert!(text.contains("left alone (a rule of yours"), "{text}");
+}

@@ -103,6 +103,10 @@ enum Command {
     /// Print a completion script for bash, zsh or fish: `spillway completions bash >
     /// ~/.local/share/bash-completion/completions/spillway`.
     Completions(crate::client::docs_cli::CompletionsArgs),
+    /// What runs, where the data goes, which daemon answers, and for each agent host whether
+    /// spillway is wired in and active, and what it does with a sample command (writes
+    /// nothing, starts nothing; exit code 1 when something needs fixing).
+    Doctor(crate::client::doctor::DoctorArgs),
     /// Print the manual page (troff), or write every page into a directory (--dir):
     /// `spillway man | man -l -`.
     Man(crate::client::docs_cli::ManArgs),
@@ -394,6 +398,7 @@ pub fn main() -> ExitCode {
         Command::Hook(args) => return crate::client::hook::main(args.host),
         Command::CountTokens(args) => count_tokens(args),
         Command::Completions(args) => crate::client::docs_cli::completions::<Cli>(&args),
+        Command::Doctor(args) => crate::client::doctor::run(args),
         Command::Man(args) => crate::client::docs_cli::man::<Cli>(&args),
         Command::Mcp(args) => args
             .endpoint

@@ -50,7 +50,7 @@ pub(crate) fn act(action: DaemonAction) -> Result<ExitCode> {
 }
 
 /// The daemon's status, if one answers.
-fn ask_status(endpoint: &Endpoint) -> Result<Option<DaemonStatus>> {
+pub(crate) fn ask_status(endpoint: &Endpoint) -> Result<Option<DaemonStatus>> {
     let Some(mut connection) = Connection::existing(endpoint)? else {
         return Ok(None);
     };

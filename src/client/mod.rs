@@ -9,6 +9,7 @@ pub mod cli;
 mod connection;
 mod daemon_cli;
 mod docs_cli;
+mod doctor;
 mod exit;
 pub(crate) mod hook;
 mod host_run;

@@ -46,7 +46,7 @@ impl Host {
         }
     }
 
-    #[cfg(test)]
+    /// Every host, in the order `doctor` reports them.
     pub const ALL: [Host; 5] = [
         Host::ClaudeCode,
         Host::Codex,

@@ -196,6 +196,46 @@ impl Edit {
     }
 }
 
+/// How far `host` is wired in at `scope`, judged by what `init` would change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wiring {
+    /// Every file is as `init` (of this binary) would leave it.
+    Installed,
+    /// Some of it is there, or it is there for another spillway binary or an earlier version:
+    /// these files would change.
+    Partly(Vec<PathBuf>),
+    /// Nothing of spillway's is there.
+    Absent,
+}
+
+/// Whether `host` is wired in at `scope` (nothing is written).
+pub(crate) fn wiring(host: Host, scope: Scope) -> Result<Wiring> {
+    let setup = Setup::from_env(scope)?;
+    let mut pending = Vec::new();
+    let mut present = false;
+    for edit in hosts::edits(host, &setup) {
+        let old = read_optional(&edit.path)?;
+        let installed = (edit.change)(old.as_deref(), Mode::Install)
+            .with_context(|| format!("cannot read {}", edit.path.display()))?;
+        let removed = (edit.change)(old.as_deref(), Mode::Uninstall)
+            .with_context(|| format!("cannot read {}", edit.path.display()))?;
+        // A file that would be created empty is a file that is not there.
+        let text = |t: Option<String>| t.filter(|t| !t.trim().is_empty());
+        let old = text(old);
+        if text(installed) != old {
+            pending.push(edit.path.clone());
+        }
+        if text(removed) != old {
+            present = true;
+        }
+    }
+    Ok(match (pending.is_empty(), present) {
+        (true, _) => Wiring::Installed,
+        (false, true) => Wiring::Partly(pending),
+        (false, false) => Wiring::Absent,
+    })
+}
+
 /// The backup of `path`: a copy of its original, taken before spillway first changed it.
 pub fn backup_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
