@@ -31,7 +31,7 @@ fn name_for(exe: &Path, path: Option<&std::ffi::OsStr>) -> String {
 }
 
 /// The first executable file `name` in the directories of `path`, as a shell finds it.
-fn first_on_path(path: &std::ffi::OsStr, name: &str) -> Option<PathBuf> {
+pub(crate) fn first_on_path(path: &std::ffi::OsStr, name: &str) -> Option<PathBuf> {
     std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))

@@ -605,7 +605,7 @@ fn codex_world(model: &ModelServer, with_spillway: bool) -> World {
 fn codex_rules_sandbox_exit_codes_and_cap_hold_with_spillway() {
     let steps = json!([
         {"command": "rm -f keepme"},
-        {"command": "pwd; echo to-stderr >&2; exit 3"},
+        {"command": "pwd; echo to-stderr >&2; nosuchcommand-xyz; exit 3"},
         {"command": "echo 'q\"uo'\"'\"'te' $(echo sub); touch made"},
         {"command": "seq 1 100000"},
     ]);
@@ -652,7 +652,7 @@ fn codex_rules_sandbox_exit_codes_and_cap_hold_with_spillway() {
 fn gemini_policies_parameters_and_cap_hold_with_spillway() {
     let steps = json!([
         {"command": "rm -f keepme"},
-        {"command": "pwd; echo hi; exit 3", "dir_path": "sub"},
+        {"command": "pwd; echo hi; nosuchcommand-xyz; exit 3", "dir_path": "sub"},
         {"command": "seq 1 100000"},
     ]);
     let mut results = Vec::new();
@@ -699,6 +699,17 @@ fn gemini_policies_parameters_and_cap_hold_with_spillway() {
         assert_eq!(texts.len(), 3, "{texts:?} {out:?}");
         results.push(texts);
     }
+    // Gemini CLI runs the command inside a script of its own, so the shell's messages name
+    // another line of it than a bare `bash -c` does.
+    let lines = regex::Regex::new(r"bash: line \d+:").unwrap();
+    let results: Vec<Vec<String>> = results
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|t| lines.replace_all(t, "bash: line N:").into_owned())
+                .collect()
+        })
+        .collect();
     let (without, with) = (&results[0], &results[1]);
     assert_eq!(with[..2], without[..2]);
     assert!(

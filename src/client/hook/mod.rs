@@ -147,14 +147,28 @@ pub fn rewrite(host: Host, command: &str, ctx: &Context) -> Option<String> {
         return None;
     }
     let rewritten = format!(
-        "{} run --host {} --no-tty --kill-on-disconnect -- bash -c {}",
+        "{} run --host {} --no-tty --kill-on-disconnect -- {} -c {}",
         quote(&ctx.program),
         host.name(),
+        quote(&host_bash(host)),
         quote(command)
     );
     // The host hands the command to its shell as one argument, which the kernel caps at
     // 128 KiB ("Argument list too long"): a command whose rewrite would not fit is left alone.
     (rewritten.len() <= MAX_REWRITE).then_some(rewritten)
+}
+
+/// The bash the host itself runs its shell tool's command with, by the path it uses, so that
+/// the shell's own messages read the same (`/bin/bash: line 1: x: command not found`): Codex
+/// runs `/bin/bash`, the others the first `bash` on PATH.
+fn host_bash(host: Host) -> String {
+    let fixed = std::path::Path::new("/bin/bash");
+    if host == Host::Codex && fixed.exists() {
+        return fixed.display().to_string();
+    }
+    std::env::var_os("PATH")
+        .and_then(|path| crate::program::first_on_path(&path, "bash"))
+        .map_or_else(|| "bash".to_string(), |p| p.display().to_string())
 }
 
 /// The longest rewritten command: under the kernel's 128 KiB cap on one argument, with room
@@ -279,7 +293,7 @@ mod tests {
     fn rewrite_is_bash_c_of_the_original() {
         assert_eq!(
             rewrite(Host::Codex, "echo 'hi'", &ctx()).unwrap(),
-            "/opt/bin/spillway run --host codex --no-tty --kill-on-disconnect -- bash -c 'echo '\\''hi'\\'''"
+            "/opt/bin/spillway run --host codex --no-tty --kill-on-disconnect -- /bin/bash -c 'echo '\\''hi'\\'''"
         );
         let off = Context {
             disabled: true,
