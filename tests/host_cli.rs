@@ -773,3 +773,32 @@ fn doctor_reports_each_hosts_integration_and_what_it_does() {
     let (_, text) = doctor(&world);
     assert!(text.contains("left alone (a rule of yours"), "{text}");
 }
+
+#[test]
+fn claude_code_shows_the_output_so_far_when_a_call_outlives_its_timeout() {
+    let steps = json!([
+        {"command": "echo begin; sleep 6; echo finish", "timeout": 2000},
+        {"command": "seq 1 30000; sleep 6; echo late", "timeout": 2000},
+    ]);
+    for with_spillway in [false, true] {
+        let world = World::new();
+        if with_spillway {
+            world.install("claude-code");
+        }
+        let dir = world.root.path().join("model");
+        std::fs::create_dir_all(&dir).unwrap();
+        let model = ModelServer::start(&dir, &steps);
+        let out = claude(&world, &model, "bypassPermissions");
+        assert!(out.status.success(), "{out:?}");
+        let results = model.tool_results();
+        assert!(results[0].starts_with("begin\n"), "{with_spillway}: {}", results[0]);
+        assert!(results[0].contains("moved to the background"), "{}", results[0]);
+        // Claude Code shows the last lines printed so far: with spillway, the live head's.
+        assert!(
+            results[1].lines().any(|l| l.parse::<u32>().is_ok()),
+            "{with_spillway}: no output so far: {}",
+            results[1]
+        );
+        assert!(results[1].chars().count() <= 30_000, "{}", results[1].len());
+    }
+}

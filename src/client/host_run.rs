@@ -21,9 +21,10 @@ use crate::client::connection::{Connection, Endpoint};
 use crate::client::exit::exit_code;
 use crate::client::hook::Host;
 use crate::client::hook::budget;
+use crate::client::live_head;
 use crate::client::local_run::{self, LocalRun};
 use crate::engine::capture::Limits;
-use crate::protocol::{Event, Request, RunRequest};
+use crate::protocol::{Event, Request, RunRequest, StreamMode};
 use crate::supervisor::child_env;
 
 /// Environment variables the hosts set inside their sandboxes.
@@ -40,7 +41,7 @@ pub(crate) fn run(host: Host, mut request: RunRequest, endpoint: &Endpoint) -> R
     request.max_bytes = Some(budget.max_bytes);
     // A daemon that could not be reached, or refused the run before starting it: run here.
     if !is_sandboxed()
-        && let Ok(Some(code)) = through_daemon(&request, endpoint)
+        && let Ok(Some(code)) = through_daemon(host, &request, endpoint)
     {
         return Ok(code);
     }
@@ -49,15 +50,43 @@ pub(crate) fn run(host: Host, mut request: RunRequest, endpoint: &Endpoint) -> R
 
 /// The run through the daemon: Some(exit code) once the command has run, None when it was
 /// refused before it started (then it may run here instead; never twice).
-fn through_daemon(request: &RunRequest, endpoint: &Endpoint) -> Result<Option<ExitCode>> {
+///
+/// For Claude Code, which shows the model what a call has printed so far when it moves the
+/// call to the background at its timeout, the output's first lines are printed as they come
+/// ([`live_head`]).
+fn through_daemon(
+    host: Host,
+    request: &RunRequest,
+    endpoint: &Endpoint,
+) -> Result<Option<ExitCode>> {
+    let mut request = request.clone();
+    let mut head = None;
+    if host == Host::ClaudeCode
+        && let (Some(lines), Some(bytes)) = (request.max_lines, request.max_bytes)
+    {
+        let (live, lines, bytes) = live_head::split(lines, bytes);
+        request.max_lines = Some(lines);
+        request.max_bytes = Some(bytes);
+        request.stream = Some(StreamMode::Text);
+        head = Some(live);
+    }
     let mut connection = Connection::open(endpoint)?;
-    connection.send(&Request::Run(Box::new(request.clone())))?;
+    connection.send(&Request::Run(Box::new(request)))?;
     let mut started = false;
     loop {
         match connection.next_event() {
             Ok(Event::Started(_)) => started = true,
+            Ok(Event::Output(output)) => {
+                if let Some(head) = &mut head {
+                    head.take(&output.text, &mut io::stdout().lock())?;
+                }
+            }
             Ok(Event::Exit(exit)) => {
-                print(&exit.preview.content)?;
+                let content = &exit.preview.content;
+                match &head {
+                    Some(head) => print(&head.rest_of(content))?,
+                    None => print(content)?,
+                }
                 return Ok(Some(ExitCode::from(exit_code(&exit))));
             }
             Ok(Event::Error(error)) if !started => {

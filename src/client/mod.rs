@@ -16,6 +16,7 @@ mod host_run;
 pub(crate) mod init;
 mod interrupt;
 pub(crate) mod live_cli;
+mod live_head;
 mod local;
 mod local_run;
 pub(crate) mod mcp;
