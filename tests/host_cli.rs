@@ -557,6 +557,17 @@ fn without_run_details(text: &str) -> String {
         .to_string()
 }
 
+/// The tool results `model` got in `world`, with the world's paths and each run's details
+/// taken out, to be compared between runs with and without spillway.
+fn comparable_results(model: &ModelServer, world: &World) -> Vec<String> {
+    let root = world.root.path().to_string_lossy().into_owned();
+    model
+        .tool_results()
+        .iter()
+        .map(|t| without_run_details(&t.replace(&root, "ROOT")))
+        .collect()
+}
+
 /// Runs `codex exec` in `world` (its provider already points at the model) in `sandbox` mode (None: Codex's default).
 fn codex(world: &World, sandbox: Option<&str>) -> Output {
     let mut cmd = Command::new(host_bin("codex"));
@@ -622,12 +633,7 @@ fn codex_rules_sandbox_exit_codes_and_cap_hold_with_spillway() {
                 "{sandbox:?}: rm ran"
             );
             let made = world.project().join("made").exists();
-            let root = world.root.path().to_string_lossy().into_owned();
-            let texts: Vec<String> = model
-                .tool_results()
-                .iter()
-                .map(|t| without_run_details(&t.replace(&root, "ROOT")))
-                .collect();
+            let texts = comparable_results(&model, &world);
             assert_eq!(texts.len(), 4, "{texts:?}");
             results.push((texts, made));
         }
@@ -690,12 +696,7 @@ fn gemini_policies_parameters_and_cap_hold_with_spillway() {
             .output()
             .expect("run gemini");
         assert!(world.project().join("keepme").exists(), "rm ran: {out:?}");
-        let root = world.root.path().to_string_lossy().into_owned();
-        let texts: Vec<String> = model
-            .tool_results()
-            .iter()
-            .map(|t| without_run_details(&t.replace(&root, "ROOT")))
-            .collect();
+        let texts = comparable_results(&model, &world);
         assert_eq!(texts.len(), 3, "{texts:?} {out:?}");
         results.push(texts);
     }
@@ -791,8 +792,16 @@ fn claude_code_shows_the_output_so_far_when_a_call_outlives_its_timeout() {
         let out = claude(&world, &model, "bypassPermissions");
         assert!(out.status.success(), "{out:?}");
         let results = model.tool_results();
-        assert!(results[0].starts_with("begin\n"), "{with_spillway}: {}", results[0]);
-        assert!(results[0].contains("moved to the background"), "{}", results[0]);
+        assert!(
+            results[0].starts_with("begin\n"),
+            "{with_spillway}: {}",
+            results[0]
+        );
+        assert!(
+            results[0].contains("moved to the background"),
+            "{}",
+            results[0]
+        );
         // Claude Code shows the last lines printed so far: with spillway, the live head's.
         assert!(
             results[1].lines().any(|l| l.parse::<u32>().is_ok()),
