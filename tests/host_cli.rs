@@ -791,8 +791,16 @@ fn claude_code_shows_the_output_so_far_when_a_call_outlives_its_timeout() {
         let out = claude(&world, &model, "bypassPermissions");
         assert!(out.status.success(), "{out:?}");
         let results = model.tool_results();
-        assert!(results[0].starts_with("begin\n"), "{with_spillway}: {}", results[0]);
-        assert!(results[0].contains("moved to the background"), "{}", results[0]);
+        assert!(
+            results[0].starts_with("begin\n"),
+            "{with_spillway}: {}",
+            results[0]
+        );
+        assert!(
+            results[0].contains("moved to the background"),
+            "{}",
+            results[0]
+        );
         // Claude Code shows the last lines printed so far: with spillway, the live head's.
         assert!(
             results[1].lines().any(|l| l.parse::<u32>().is_ok()),
