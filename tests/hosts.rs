@@ -721,3 +721,108 @@ fn the_mcp_inspector_reads_each_result_once() {
         }
     }
 }
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn init_keeps_private_modes_numbers_links_and_the_users_own_entries() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let (home, project) = (root.path().join("home"), root.path().join("project"));
+    std::fs::create_dir_all(&project).unwrap();
+    // A private ~/.claude.json with the user's own spillway server, and numbers in the settings.
+    let own = "{\n  \"mcpServers\": {\n    \"spillway\": {\n      \"command\": \"spillway\",\n      \"args\": [\"mcp\", \"--data-dir\", \"/srv/x\"]\n    }\n  },\n  \"token\": \"k\"\n}\n";
+    write(&home, ".claude.json", own);
+    std::fs::set_permissions(
+        home.join(".claude.json"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    // The settings are a link into a dotfiles folder, with numbers serde would rewrite.
+    let numbers =
+        "{\n  \"n\": 1e3,\n  \"m\": 1.10,\n  \"big\": 123456789012345678901234567890\n}\n";
+    write(&home, "dotfiles/claude-settings.json", numbers);
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(
+        home.join("dotfiles/claude-settings.json"),
+        home.join(".claude/settings.json"),
+    )
+    .unwrap();
+    let out = init(&home, &project, "claude-code", "user", &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".claude.json")).unwrap(),
+        own
+    );
+    assert_eq!(mode_of(&home.join(".claude.json")), 0o600);
+    let link = home.join(".claude/settings.json");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let edited = std::fs::read_to_string(&link).unwrap();
+    assert!(edited.contains("CLAUDE_CODE_SHELL_PREFIX"), "{edited}");
+    for number in ["1e3", "1.10", "123456789012345678901234567890"] {
+        assert!(edited.contains(number), "{number} rewritten: {edited}");
+    }
+    let out = init(&home, &project, "claude-code", "user", &["--uninstall"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_to_string(&link).unwrap(), numbers);
+    assert_eq!(
+        std::fs::read_to_string(home.join(".claude.json")).unwrap(),
+        own
+    );
+
+    // A private file that init edits: its backup and the file stay private.
+    let private = "{\"mcpServers\": {}, \"apiKey\": \"secret\"}\n";
+    write(&home, ".gemini/settings.json", private);
+    let settings = home.join(".gemini/settings.json");
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = init(&home, &project, "gemini", "user", &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(mode_of(&settings), 0o600);
+    assert_eq!(
+        mode_of(&home.join(".gemini/settings.json.spillway-backup")),
+        0o600
+    );
+
+    // A project file that is a link (to a file of the user's home, say): refused, untouched.
+    std::os::unix::fs::symlink(home.join(".claude.json"), project.join(".mcp.json")).unwrap();
+    let out = init(&home, &project, "claude-code", "project", &[]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("symbolic link"),
+        "{out:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".claude.json")).unwrap(),
+        own
+    );
+    assert!(
+        !project.join(".claude/settings.json").exists(),
+        "nothing was written"
+    );
+
+    // A read-only file: refused, untouched.
+    write(&home, ".codex/hooks.json", "{}\n");
+    let hooks = home.join(".codex/hooks.json");
+    std::fs::set_permissions(&hooks, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let out = init(&home, &project, "codex", "user", &[]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("read-only"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&hooks).unwrap(), "{}\n");
+}

@@ -105,7 +105,7 @@ pub(crate) fn edits(host: Host, setup: &Setup) -> Vec<Edit> {
                 project.join(".github/hooks/spillway.json"),
             );
             let file = obj([
-                ("version", Json::Number(1.into())),
+                ("version", Json::number(1)),
                 (
                     "hooks",
                     obj([(
@@ -114,7 +114,7 @@ pub(crate) fn edits(host: Host, setup: &Setup) -> Vec<Edit> {
                             ("type", string("command")),
                             ("matcher", string("bash")),
                             ("bash", string(&hook)),
-                            ("timeoutSec", Json::Number(30.into())),
+                            ("timeoutSec", Json::number(30)),
                         ])]),
                     )]),
                 ),
@@ -311,14 +311,13 @@ fn edit_hook_groups(
     Ok(())
 }
 
-/// Adds (or removes) the MCP server `spillway` under `doc[key]`. An entry of that name that
-/// does not run spillway is the user's: installing refuses to replace it, uninstalling keeps it.
+/// Adds (or removes) the MCP server `spillway` under `doc[key]`. An entry of that name is
+/// `init`'s when it is what `init` writes but for the program's path (an earlier install from
+/// another path); any other entry is the user's own: one that runs spillway with their own
+/// flags is left as it is by installing and uninstalling alike, and one that runs another
+/// program stops `init` before anything is written.
 fn edit_mcp(doc: &mut Json, key: &str, entry: &Json, mode: Mode) -> Result<()> {
-    let ours = |server: &Json| match server.get("command") {
-        Some(Json::String(program)) => is_spillway(program),
-        Some(Json::Array(argv)) => argv.first().and_then(Json::as_str).is_some_and(is_spillway),
-        _ => false,
-    };
+    let ours = |server: &Json| with_program_of(server, entry).is_some_and(|s| s == *entry);
     if mode == Mode::Uninstall {
         if let Some(servers) = doc.get_mut(key) {
             if servers.get("spillway").is_some_and(ours) {
@@ -338,12 +337,34 @@ fn edit_mcp(doc: &mut Json, key: &str, entry: &Json, mode: Mode) -> Result<()> {
     };
     match servers.get("spillway") {
         Some(existing) if existing == entry => {}
+        // The user's own spillway server (their flags): theirs to keep.
+        Some(existing) if with_program_of(existing, entry).is_some() && !ours(existing) => {}
         Some(existing) if !ours(existing) => {
             bail!("it already has an MCP server named \"spillway\" that does not run spillway")
         }
         _ => servers.insert("spillway", entry.clone()),
     }
     Ok(())
+}
+
+/// `server` with its program (`command`, or the first word of a `command` array) replaced by
+/// `entry`'s, when it is a spillway program; None otherwise.
+fn with_program_of(server: &Json, entry: &Json) -> Option<Json> {
+    let mut server = server.clone();
+    match (server.get_mut("command")?, entry.get("command")?) {
+        (Json::String(program), Json::String(new)) if is_spillway(program) => {
+            *program = new.clone()
+        }
+        (Json::Array(argv), Json::Array(new)) => {
+            let first = argv.first_mut()?;
+            if !first.as_str().is_some_and(is_spillway) {
+                return None;
+            }
+            *first = new.first()?.clone();
+        }
+        _ => return None,
+    }
+    Some(server)
 }
 
 /// Codex's MCP servers live in `config.toml`, under `[mcp_servers.spillway]`; `toml_edit`
@@ -362,12 +383,7 @@ fn codex_mcp(path: PathBuf, program: String) -> Edit {
                     .get_mut("mcp_servers")
                     .and_then(|s| s.as_table_like_mut())
                 {
-                    let ours = servers
-                        .get("spillway")
-                        .and_then(|s| s.get("command"))
-                        .and_then(|c| c.as_str())
-                        .is_some_and(is_spillway);
-                    if ours {
+                    if servers.get("spillway").is_some_and(is_our_toml_server) {
                         servers.remove("spillway");
                     }
                     if servers.is_empty() {
@@ -395,13 +411,20 @@ fn codex_mcp(path: PathBuf, program: String) -> Edit {
             if same {
                 return Ok(old.map(str::to_string));
             }
-            if let Some(current) = current
-                && !current
+            if let Some(current) = current {
+                let runs_spillway = current
                     .get("command")
                     .and_then(|c| c.as_str())
-                    .is_some_and(is_spillway)
-            {
-                bail!("it already has an MCP server named \"spillway\" that does not run spillway");
+                    .is_some_and(is_spillway);
+                if !runs_spillway {
+                    bail!(
+                        "it already has an MCP server named \"spillway\" that does not run spillway"
+                    );
+                }
+                if !is_our_toml_server(current) {
+                    // The user's own spillway server (their flags): theirs to keep.
+                    return Ok(old.map(str::to_string));
+                }
             }
             let mut server = toml_edit::Table::new();
             server["command"] = toml_edit::value(program.as_str());
@@ -410,6 +433,19 @@ fn codex_mcp(path: PathBuf, program: String) -> Edit {
             Ok(Some(doc.to_string()))
         }),
     }
+}
+
+/// Whether a Codex `[mcp_servers.spillway]` is what `init` writes (a spillway program and
+/// `args = ["mcp"]`, nothing else), whatever the program's path.
+fn is_our_toml_server(server: &toml_edit::Item) -> bool {
+    let Some(table) = server.as_table_like() else {
+        return false;
+    };
+    let program = table.get("command").and_then(|c| c.as_str());
+    let args = table.get("args").and_then(|a| a.as_array());
+    program.is_some_and(is_spillway)
+        && args.is_some_and(|a| a.len() == 1 && a.get(0).and_then(|v| v.as_str()) == Some("mcp"))
+        && table.len() == 2
 }
 
 /// What marks the opencode plugin file as spillway's own.

@@ -5,7 +5,7 @@
 //! would change the order of every map the daemon and the MCP server print. Users' settings
 //! files are edited here only, so their order is kept here only.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -13,7 +13,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 pub enum Json {
     Null,
     Bool(bool),
-    Number(serde_json::Number),
+    /// A number as written in the file (`1e3`, `1.10` and a 30-digit integer stay as they are).
+    Number(String),
     String(String),
     Array(Vec<Json>),
     Object(Vec<(String, Json)>),
@@ -35,7 +36,42 @@ pub fn string(text: &str) -> Json {
 
 impl Json {
     pub fn parse(text: &str) -> Result<Json, serde_json::Error> {
-        serde_json::from_str(text)
+        let mut json: Json = serde_json::from_str(text)?;
+        // The numbers come back in the order they are written: each keeps its own text.
+        let literals = number_literals(text);
+        if json.count_numbers() == literals.len() {
+            json.put_literals(&mut literals.into_iter());
+        }
+        Ok(json)
+    }
+
+    /// A number node, for values `init` writes.
+    pub fn number(n: u64) -> Json {
+        Json::Number(n.to_string())
+    }
+
+    fn count_numbers(&self) -> usize {
+        match self {
+            Json::Number(_) => 1,
+            Json::Array(items) => items.iter().map(Json::count_numbers).sum(),
+            Json::Object(entries) => entries.iter().map(|(_, v)| v.count_numbers()).sum(),
+            _ => 0,
+        }
+    }
+
+    fn put_literals(&mut self, literals: &mut impl Iterator<Item = String>) {
+        match self {
+            Json::Number(n) => {
+                if let Some(text) = literals.next() {
+                    *n = text;
+                }
+            }
+            Json::Array(items) => items.iter_mut().for_each(|i| i.put_literals(literals)),
+            Json::Object(entries) => entries
+                .iter_mut()
+                .for_each(|(_, v)| v.put_literals(literals)),
+            _ => {}
+        }
     }
 
     pub fn as_str(&self) -> Option<&str> {
@@ -98,9 +134,7 @@ impl Json {
         match self {
             Json::Null => out.push_str("null"),
             Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Json::Number(n) => {
-                let _ = write!(out, "{n}");
-            }
+            Json::Number(n) => out.push_str(n),
             Json::String(s) => push_string(out, s),
             Json::Array(items) if items.is_empty() => out.push_str("[]"),
             Json::Object(entries) if entries.is_empty() => out.push_str("{}"),
@@ -137,6 +171,36 @@ fn push_string(out: &mut String, s: &str) {
     out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
 }
 
+/// The numbers of a JSON text as written, in order: the tokens outside strings that start
+/// with a digit or `-`.
+fn number_literals(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if c == '"' {
+            let mut escaped = false;
+            for (_, c) in chars.by_ref() {
+                match (escaped, c) {
+                    (false, '\\') => escaped = true,
+                    (false, '"') => break,
+                    _ => escaped = false,
+                }
+            }
+        } else if c == '-' || c.is_ascii_digit() {
+            let mut end = at + c.len_utf8();
+            while let Some(&(i, c)) = chars.peek() {
+                if !(c.is_ascii_digit() || "+-.eE".contains(c)) {
+                    break;
+                }
+                end = i + c.len_utf8();
+                chars.next();
+            }
+            out.push(text[at..end].to_string());
+        }
+    }
+    out
+}
+
 /// The indent a file uses: the leading whitespace of its first indented line (2 spaces when it
 /// has none, as the hosts write theirs).
 pub fn detect_indent(text: &str) -> String {
@@ -171,16 +235,16 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 
     fn visit_i64<E>(self, n: i64) -> Result<Json, E> {
-        Ok(Json::Number(n.into()))
+        Ok(Json::Number(n.to_string()))
     }
 
     fn visit_u64<E>(self, n: u64) -> Result<Json, E> {
-        Ok(Json::Number(n.into()))
+        Ok(Json::Number(n.to_string()))
     }
 
     fn visit_f64<E: de::Error>(self, n: f64) -> Result<Json, E> {
         serde_json::Number::from_f64(n)
-            .map(Json::Number)
+            .map(|n| Json::Number(n.to_string()))
             .ok_or_else(|| E::custom("a number JSON cannot hold"))
     }
 
@@ -229,6 +293,13 @@ mod tests {
             json.render("  "),
             "{\n  \"a\": \"x\",\n  \"b\": 2,\n  \"c\": null\n}"
         );
-        assert_eq!(json.remove("b"), Some(Json::Number(2.into())));
+        assert_eq!(json.remove("b"), Some(Json::number(2)));
+    }
+
+    #[test]
+    fn numbers_keep_their_text() {
+        let text = "{\n  \"a\": 1e3,\n  \"b\": 1.10,\n  \"c\": 123456789012345678901234567890,\n  \"s\": \"x1.0\\\"2\",\n  \"d\": [\n    -0.50,\n    2E-3\n  ]\n}";
+        let json = Json::parse(text).unwrap();
+        assert_eq!(json.render("  "), text);
     }
 }

@@ -19,6 +19,7 @@ mod json;
 
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -250,7 +251,10 @@ pub fn run(args: InitArgs) -> Result<ExitCode> {
     } else {
         Mode::Install
     };
-    let edits = hosts::edits(args.agent, &setup);
+    let mut edits = hosts::edits(args.agent, &setup);
+    for edit in &mut edits {
+        edit.path = editable_path(&edit.path, args.scope)?;
+    }
     // Every file is worked out before any is written, so a file that cannot be parsed stops
     // the whole change instead of leaving the host half wired.
     let mut planned = Vec::new();
@@ -268,6 +272,36 @@ pub fn run(args: InitArgs) -> Result<ExitCode> {
         notes(args.agent, args.scope, mode, &mut out)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The file to edit for `path`, checked: a read-only file is refused (its owner said it is not
+/// to change); a symbolic link is refused in a project (its target, a file of the user's home
+/// perhaps, would be copied into a file meant to be committed) and followed at user scope,
+/// where the target is edited in place and the link kept (a dotfiles repository's link).
+fn editable_path(path: &Path, scope: Scope) -> Result<PathBuf> {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return Ok(path.to_path_buf());
+    };
+    let target = if meta.file_type().is_symlink() {
+        if scope == Scope::Project {
+            bail!(
+                "{} is a symbolic link: spillway does not edit a link in a project (what it \
+                 points at would be copied into the project's file); replace it with a file",
+                path.display()
+            );
+        }
+        fs::canonicalize(path)
+            .with_context(|| format!("cannot follow the link {}", path.display()))?
+    } else {
+        path.to_path_buf()
+    };
+    if fs::metadata(&target).is_ok_and(|m| m.permissions().mode() & 0o200 == 0) {
+        bail!(
+            "{} is read-only: spillway leaves it as it is (make it writable to install)",
+            target.display()
+        );
+    }
+    Ok(target)
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>> {
@@ -334,9 +368,9 @@ fn apply(
                 && let Some(original) = &old
                 && saved.is_none()
             {
-                write_atomic(&backup, original)?;
+                write_atomic(&backup, original, file_mode(path))?;
             }
-            write_atomic(path, &text)?;
+            write_atomic(path, &text, file_mode(path))?;
             let verb = match (&old, restored) {
                 (None, _) => "created",
                 (Some(_), true) => "restored",
@@ -389,16 +423,40 @@ fn remove_empty_parents(path: &Path, setup: &Setup) {
 }
 
 /// Writes through a temporary file and a rename, so a crash never leaves half a config.
-fn write_atomic(path: &Path, text: &str) -> Result<()> {
+/// The permission bits of the file at `path`, if it exists.
+fn file_mode(path: &Path) -> Option<u32> {
+    fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o7777)
+}
+
+/// Writes `text` to `path` through a temporary file renamed over it, both made with `mode`
+/// (the original's: a 0600 file holding API keys is never, even briefly, readable by others),
+/// or the default for a new file.
+fn write_atomic(path: &Path, text: &str, mode: Option<u32>) -> Result<()> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".spillway-tmp-{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    if let Ok(meta) = fs::metadata(path) {
-        let _ = fs::set_permissions(&tmp, meta.permissions());
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    if let Some(mode) = mode {
+        options.mode(mode);
+    }
+    let written = options
+        .open(&tmp)
+        .and_then(|mut file| {
+            if let Some(mode) = mode {
+                file.set_permissions(fs::Permissions::from_mode(mode))?;
+            }
+            file.write_all(text.as_bytes())
+        })
+        .with_context(|| format!("cannot write {}", tmp.display()));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
     fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
 }
