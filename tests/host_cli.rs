@@ -811,3 +811,21 @@ fn claude_code_shows_the_output_so_far_when_a_call_outlives_its_timeout() {
         assert!(results[1].chars().count() <= 30_000, "{}", results[1].len());
     }
 }
+
+#[test]
+fn a_host_run_whose_request_the_daemon_refuses_runs_in_process() {
+    // An environment over the daemon's 1 MiB request cap: the daemon refuses the request
+    // before the command starts, and the command runs here instead of failing.
+    let daemon = TestDaemon::start();
+    let mut cmd = daemon.spillway();
+    cmd.args(["run", "--host", "codex", "--no-tty", "--", "bash", "-c"])
+        .arg("echo ran; exit 4")
+        .stdin(Stdio::null());
+    for i in 0..10 {
+        cmd.env(format!("SPILLWAY_BIG_{i}"), "x".repeat(110_000));
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
