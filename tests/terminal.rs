@@ -163,17 +163,28 @@ fn a_mistyped_flag_is_an_unknown_option_not_the_command() {
     assert_eq!(stdout(&out), "-x --y\n", "{}", stderr(&out));
 }
 
-#[test]
-fn output_shows_live_at_a_terminal_and_ends_with_the_summary() {
-    let daemon = TestDaemon::start();
+/// `spillway run` at a `size` terminal of a command that runs `before`, waits until the
+/// returned file exists, then runs `after`.
+fn gated_run(
+    daemon: &TestDaemon,
+    before: &str,
+    after: &str,
+    (cols, rows): (u16, u16),
+) -> (Terminal, std::path::PathBuf) {
     let go = daemon.sandbox.dir.path().join("go");
     let script = format!(
-        "echo one; while [ ! -e {} ]; do sleep 0.05; done; echo two",
+        "{before}; while [ ! -e {} ]; do sleep 0.05; done; {after}",
         go.display()
     );
     let mut cmd = daemon.spillway();
     cmd.args(["run", "--", "sh", "-c", &script]);
-    let mut terminal = Terminal::spawn(cmd, 100, 30);
+    (Terminal::spawn(cmd, cols, rows), go)
+}
+
+#[test]
+fn output_shows_live_at_a_terminal_and_ends_with_the_summary() {
+    let daemon = TestDaemon::start();
+    let (mut terminal, go) = gated_run(&daemon, "echo one", "echo two", (100, 30));
     terminal.wait_for_text("one");
     assert_eq!(running(&daemon).len(), 1, "the run is still going");
     assert!(!terminal.text().contains("two"));
@@ -195,14 +206,8 @@ fn output_to_a_pipe_is_the_preview_as_before() {
 #[test]
 fn the_command_gets_the_terminal_size_and_its_changes() {
     let daemon = TestDaemon::start();
-    let go = daemon.sandbox.dir.path().join("go");
-    let script = format!(
-        "trap 'stty size' WINCH; stty size; echo ready; while [ ! -e {} ]; do sleep 0.05; done",
-        go.display()
-    );
-    let mut cmd = daemon.spillway();
-    cmd.args(["run", "--", "sh", "-c", &script]);
-    let mut terminal = Terminal::spawn(cmd, 123, 37);
+    let before = "trap 'stty size' WINCH; stty size; echo ready";
+    let (mut terminal, go) = gated_run(&daemon, before, "true", (123, 37));
     terminal.wait_for_text("37 123");
     terminal.wait_for_text("ready");
     terminal.resize(101, 29);

@@ -205,17 +205,12 @@ fn sample(host: Host) -> String {
         Host::ClaudeCode => "runs it as the model wrote it, through the shell prefix".into(),
         Host::Opencode => "runs as opencode runs it; only a cut output is replaced".into(),
         _ => {
-            let input = json!({
-                "tool_name": match host { Host::Gemini => "run_shell_command", _ => "Bash" },
-                "toolName": "bash",
-                "toolArgs": {"command": SAMPLE},
-                "cwd": std::env::current_dir().unwrap_or_default(),
-                "tool_input": {"command": SAMPLE},
-            });
-            let input = if host == Host::Copilot {
-                json!({"toolName": "bash", "toolArgs": {"command": SAMPLE}})
-            } else {
-                input
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let input = match host {
+                Host::Copilot => json!({"toolName": "bash", "toolArgs": {"command": SAMPLE}}),
+                Host::Gemini => json!({"tool_name": "run_shell_command", "cwd": cwd,
+                                       "tool_input": {"command": SAMPLE}}),
+                _ => json!({"tool_name": "Bash", "cwd": cwd, "tool_input": {"command": SAMPLE}}),
             };
             match hook::answer(host, input.to_string().as_bytes(), &Context::from_env()) {
                 Some(_) => format!(

@@ -22,8 +22,8 @@ use crate::storage::index::{Ending, INDEX_FILE, Index, NewRun, RunEnd, RunTokens
 use crate::storage::read::{self, ReadRequest};
 use crate::storage::spill::{DATA_DIR_ENV, DataDir};
 
-/// Size of each read from standard input.
-const READ_CHUNK: usize = 256 * 1024;
+/// Size of each read from standard input (and from an in-process run's pipe).
+pub(crate) const READ_CHUNK: usize = 256 * 1024;
 
 #[derive(Debug, Args)]
 pub(crate) struct TruncateArgs {

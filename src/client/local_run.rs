@@ -20,15 +20,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use crate::client::local::READ_CHUNK;
 use crate::engine::capture::{Capture, Limits, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::Redactor;
 use crate::protocol::{Direction, Preview};
 use crate::storage::spill::DataDir;
-
-/// Size of each read from the command's pipe.
-const READ_CHUNK: usize = 256 * 1024;
 
 /// How long output is still read after the command itself has exited: a background process
 /// it left holding the pipe (`server &`) would otherwise keep the call open for ever, where the

@@ -229,16 +229,7 @@ fn record(run: &mut RunRecord, r: &Redactor) {
         preview_tokens: _,
         output_tokens_estimated: _,
     } = run;
-    command_texts(
-        CommandTexts {
-            argv,
-            shell,
-            command,
-            cwd,
-            tags,
-        },
-        r,
-    );
+    command_texts(argv, shell, command, cwd, tags, r);
 }
 
 /// A running command as `ps` lists it.
@@ -260,36 +251,19 @@ fn live_run(run: &mut LiveRun, r: &Redactor) {
         spill_path: _,
         stopping: _,
     } = run;
-    command_texts(
-        CommandTexts {
-            argv,
-            shell,
-            command,
-            cwd,
-            tags,
-        },
-        r,
-    );
+    command_texts(argv, shell, command, cwd, tags, r);
 }
 
 /// The texts that say what a run runs, where, and with which labels: a run's record and a
 /// running command's line in `ps` carry the same ones.
-struct CommandTexts<'a> {
-    argv: &'a mut Option<Vec<String>>,
-    shell: &'a mut Option<String>,
-    command: &'a mut String,
-    cwd: &'a mut String,
-    tags: &'a mut std::collections::BTreeMap<String, String>,
-}
-
-fn command_texts(texts: CommandTexts<'_>, r: &Redactor) {
-    let CommandTexts {
-        argv,
-        shell,
-        command,
-        cwd,
-        tags,
-    } = texts;
+fn command_texts(
+    argv: &mut Option<Vec<String>>,
+    shell: &mut Option<String>,
+    command: &mut String,
+    cwd: &mut String,
+    tags: &mut std::collections::BTreeMap<String, String>,
+    r: &Redactor,
+) {
     for value in tags.values_mut() {
         r.redact_into(value, &mut Counts::new());
     }
