@@ -65,6 +65,7 @@ pub(crate) mod input;
 pub(crate) mod input_wait;
 pub(crate) mod leftovers;
 pub mod limits;
+mod members;
 pub(crate) mod procfs;
 pub(crate) mod progress;
 pub(crate) mod pty;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::cgroup::procs_of;
-use super::descendants::{Member, describe, marker, signal_exact};
+use super::members::{Member, describe, marker, signal_exact};
 use super::procfs::{Stat, all_processes, command_line};
 use super::reaper;
 use crate::sync::lock;
