@@ -1,5 +1,5 @@
 //! Each host's hook contract: the JSON it sends for a shell tool call, and the answer that
-//! replaces the command. Checked against the hosts' documentation and source (the README's
+//! replaces the command. Checked against the hosts' documentation and source (docs/hosts.md's
 //! "In every agent host with one command" says which versions).
 
 use serde_json::{Map, Value, json};
