@@ -506,6 +506,74 @@ fn opencode_rules_history_and_cap_hold_with_spillway() {
     assert!(preview.len() <= 50 * 1024 && preview.lines().count() <= 2_000);
 }
 
+/// Runs Copilot CLI headless in `world` against `model` (its own provider settings, offline:
+/// no GitHub login), with `flags` (its permission flags).
+fn copilot(world: &World, model: &ModelServer, flags: &[&str]) -> Output {
+    let mut cmd = Command::new(host_bin("copilot"));
+    world
+        .env(&mut cmd)
+        .env("COPILOT_OFFLINE", "true")
+        .env(
+            "COPILOT_PROVIDER_BASE_URL",
+            format!("http://127.0.0.1:{}/v1", model.port),
+        )
+        .env("COPILOT_PROVIDER_TYPE", "openai")
+        .env("COPILOT_PROVIDER_API_KEY", "x")
+        .env("COPILOT_MODEL", "gpt-5.5")
+        .args(["-p", "go"])
+        .args(flags)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn copilot_rules_history_and_saved_outputs_hold_with_spillway() {
+    let steps = json!([
+        {"command": "rm -f keepme"},
+        {"command": "echo short"},
+        {"command": "seq 1 100000; echo 'error: boom' >&2; exit 3"},
+    ]);
+    let flags = ["--allow-all-tools", "--deny-tool", "shell(rm)"];
+    let mut results = Vec::new();
+    for with_spillway in [false, true] {
+        let world = World::new();
+        std::fs::write(world.project().join("keepme"), "x").unwrap();
+        if with_spillway {
+            world.install("copilot");
+        }
+        let dir = world.root.path().join("model");
+        std::fs::create_dir_all(&dir).unwrap();
+        let model = ModelServer::start(&dir, &steps);
+        let out = copilot(&world, &model, &flags);
+        assert!(world.project().join("keepme").exists(), "{out:?}");
+        let history = model.history_commands();
+        assert!(
+            history.iter().all(|c| !c.contains("spillway")),
+            "the model's history shows a rewritten command: {history:?}"
+        );
+        results.push(model.tool_results());
+    }
+    let (without, with) = (&results[0], &results[1]);
+    assert_eq!(with.len(), 3, "{with:?}");
+    assert_eq!(
+        with[..2],
+        without[..2],
+        "the refusal and a short result read the same"
+    );
+    // Without spillway the model reads the first 500 characters of the output; with it, a
+    // preview with the end, the notice, and Copilot's own exit line, under Copilot's cap.
+    assert!(!without[2].contains("error: boom"), "{}", without[2]);
+    let preview = &with[2];
+    assert!(preview.starts_with("1\n2\n3\n"), "{preview}");
+    assert!(preview.contains("100000\nerror: boom\n"), "{preview}");
+    assert!(preview.contains("[spillway: output truncated"), "{preview}");
+    assert!(
+        preview.ends_with("completed with exit code 3>"),
+        "{preview}"
+    );
+    assert!(preview.chars().count() <= 20_000, "{} chars", preview.len());
+}
+
 #[test]
 fn a_sandboxed_host_run_runs_in_process_with_the_same_preview() {
     let data = tempfile::tempdir().unwrap();
