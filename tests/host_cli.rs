@@ -467,6 +467,34 @@ fn opencode(world: &World, model: &ModelServer, permission: &Value) -> Output {
     world.env(&mut cmd).args(["run", "go"]).output().unwrap()
 }
 
+/// The tool results the model reads for `steps` without and with spillway installed in `host`,
+/// a host spillway joins after its shell tool ran: in both, the file the first step may try to
+/// remove (`keepme`) must survive, and the history must show the model's own commands.
+fn output_only_results(
+    host: &str,
+    steps: &Value,
+    run: impl Fn(&World, &ModelServer) -> Output,
+) -> [Vec<String>; 2] {
+    [false, true].map(|with_spillway| {
+        let world = World::new();
+        std::fs::write(world.project().join("keepme"), "x").unwrap();
+        if with_spillway {
+            world.install(host);
+        }
+        let dir = world.root.path().join("model");
+        std::fs::create_dir_all(&dir).unwrap();
+        let model = ModelServer::start(&dir, steps);
+        let out = run(&world, &model);
+        assert!(world.project().join("keepme").exists(), "{host}: {out:?}");
+        let history = model.history_commands();
+        assert!(
+            history.iter().all(|c| !c.contains("spillway")),
+            "{host}: the model's history shows a rewritten command: {history:?}"
+        );
+        model.tool_results()
+    })
+}
+
 #[test]
 fn opencode_rules_history_and_cap_hold_with_spillway() {
     let steps = json!([
@@ -474,26 +502,9 @@ fn opencode_rules_history_and_cap_hold_with_spillway() {
         {"command": "seq 1 200000 | sed 's/^/a wide line of output number /'"},
     ]);
     let permission = json!({"bash": {"*": "allow", "rm *": "deny"}});
-    let mut results = Vec::new();
-    for with_spillway in [false, true] {
-        let world = World::new();
-        std::fs::write(world.project().join("keepme"), "x").unwrap();
-        if with_spillway {
-            world.install("opencode");
-        }
-        let dir = world.root.path().join("model");
-        std::fs::create_dir_all(&dir).unwrap();
-        let model = ModelServer::start(&dir, &steps);
-        let out = opencode(&world, &model, &permission);
-        assert!(world.project().join("keepme").exists(), "{out:?}");
-        let history = model.history_commands();
-        assert!(
-            history.iter().all(|c| !c.contains("spillway")),
-            "the model's history shows a rewritten command: {history:?}"
-        );
-        results.push(model.tool_results());
-    }
-    let (without, with) = (&results[0], &results[1]);
+    let [without, with] = &output_only_results("opencode", &steps, |world, model| {
+        opencode(world, model, &permission)
+    });
     assert_eq!(with.len(), without.len(), "{with:?}");
     assert_eq!(with[0], without[0], "the refusal reads the same");
     let preview = with.last().unwrap();
@@ -534,26 +545,9 @@ fn copilot_rules_history_and_saved_outputs_hold_with_spillway() {
         {"command": "seq 1 100000; echo 'error: boom' >&2; exit 3"},
     ]);
     let flags = ["--allow-all-tools", "--deny-tool", "shell(rm)"];
-    let mut results = Vec::new();
-    for with_spillway in [false, true] {
-        let world = World::new();
-        std::fs::write(world.project().join("keepme"), "x").unwrap();
-        if with_spillway {
-            world.install("copilot");
-        }
-        let dir = world.root.path().join("model");
-        std::fs::create_dir_all(&dir).unwrap();
-        let model = ModelServer::start(&dir, &steps);
-        let out = copilot(&world, &model, &flags);
-        assert!(world.project().join("keepme").exists(), "{out:?}");
-        let history = model.history_commands();
-        assert!(
-            history.iter().all(|c| !c.contains("spillway")),
-            "the model's history shows a rewritten command: {history:?}"
-        );
-        results.push(model.tool_results());
-    }
-    let (without, with) = (&results[0], &results[1]);
+    let [without, with] = &output_only_results("copilot", &steps, |world, model| {
+        copilot(world, model, &flags)
+    });
     assert_eq!(with.len(), 3, "{with:?}");
     assert_eq!(
         with[..2],
