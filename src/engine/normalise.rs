@@ -108,7 +108,6 @@ use vte::{Params, Parser, Perform};
 use display::Display;
 use scan::Stops;
 use simd::Level;
-pub use simd::SIMD_ENV;
 
 /// Default terminal width the screen model assumes: the daemon's PTY's.
 pub const DEFAULT_COLS: u16 = 200;

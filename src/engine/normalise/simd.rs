@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 /// Environment variable capping the vector instructions the scan uses: `avx512`, `avx2` or
 /// `sse2` (the x86-64 baseline). Unset, the widest the CPU has.
-pub const SIMD_ENV: &str = "SPILLWAY_SIMD";
+const SIMD_ENV: &str = "SPILLWAY_SIMD";
 
 /// A set of vector instructions the scan has a form for. Only made by detection, so holding
 /// `Level::AVX512` (say) means the CPU has those instructions: the `unsafe` calls of each
