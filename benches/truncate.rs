@@ -11,6 +11,8 @@
 //! bytes, default 1 GiB), `SPILLWAY_BENCH_ROUNDS` (default 5), `SPILLWAY_BENCH_OTHER` (the path
 //! of another `spillway` build, say an older commit's, timed in the same rounds: on a noisy
 //! machine that is the only fair comparison of two builds); temp files go under `TMPDIR`.
+//! `SPILLWAY_SIMD=avx2` (or `sse2`) is passed on to the builds timed: it caps the vector
+//! instructions their normaliser uses, to time the AVX2 form on a CPU with AVX-512.
 
 mod common;
 
@@ -40,6 +42,10 @@ fn main() -> BenchResult<()> {
         work.path().display()
     );
     println!("binary: {SPILLWAY}");
+    match std::env::var("SPILLWAY_SIMD") {
+        Ok(cap) => println!("vector instructions capped at SPILLWAY_SIMD={cap}"),
+        Err(_) => println!("vector instructions: the widest this CPU has (SPILLWAY_SIMD unset)"),
+    }
 
     prepare_input(&input, bytes, b"\r\n", CHUNK_BYTES)?;
 
@@ -81,7 +87,7 @@ fn main() -> BenchResult<()> {
     if other.is_some() {
         print_table(bytes, &cat, &others);
     }
-    println!("reproduce: cargo bench --bench truncate");
+    println!("reproduce: cargo bench --bench truncate (SPILLWAY_SIMD=avx2 for the AVX2 form)");
     println!(
         "       or: SPILLWAY_BENCH_BYTES={bytes} SPILLWAY_BENCH_ROUNDS={rounds} cargo bench --bench truncate"
     );

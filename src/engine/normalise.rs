@@ -96,15 +96,18 @@
 //! write out every row it passes) are not modelled. A row drawn on after it went stale holds
 //! only what was drawn on it: the rest of what it showed is in the output already.
 
+mod blocks;
 mod display;
 mod line;
 mod scan;
 mod screen;
+mod simd;
 
 use vte::{Params, Parser, Perform};
 
 use display::Display;
 use scan::Stops;
+use simd::Level;
 
 /// Default terminal width the screen model assumes: the daemon's PTY's.
 pub const DEFAULT_COLS: u16 = 200;
@@ -167,14 +170,21 @@ pub struct Normaliser {
 impl Normaliser {
     /// A normaliser at the start of a stream.
     pub fn new(opts: NormaliseOptions) -> Self {
+        Normaliser::at_level(opts, Level::get())
+    }
+
+    /// A normaliser whose scan uses the vector instructions of `level`: every level gives
+    /// the same text, which the tests hold them to.
+    fn at_level(opts: NormaliseOptions, level: Level) -> Self {
+        let display = Display::new(
+            opts.max_line_bytes.max(MIN_LINE_BYTES),
+            usize::from(opts.cols.clamp(1, MAX_COLS)),
+            usize::from(opts.rows.clamp(1, MAX_ROWS)),
+        );
         Normaliser {
             raw: opts.raw,
             utf8: Utf8Repair::default(),
-            term: Terminal::new(Display::new(
-                opts.max_line_bytes.max(MIN_LINE_BYTES),
-                usize::from(opts.cols.clamp(1, MAX_COLS)),
-                usize::from(opts.rows.clamp(1, MAX_ROWS)),
-            )),
+            term: Terminal::new(display, level),
         }
     }
 
@@ -357,20 +367,23 @@ struct Terminal {
     parser: Parser,
     seq: Seq,
     display: Display,
+    /// The vector instructions the fast path's scan uses.
+    level: Level,
 }
 
 impl Terminal {
-    fn new(display: Display) -> Self {
+    fn new(display: Display, level: Level) -> Self {
         Terminal {
             parser: Parser::new(),
             seq: Seq::Ground,
             display,
+            level,
         }
     }
 
     /// Processes repaired text (complete chars).
     fn process(&mut self, text: &str, out: &mut String) {
-        let mut stops = Stops::new(text.as_bytes());
+        let mut stops = Stops::new(text.as_bytes(), self.level);
         let mut pos = 0;
         while pos < text.len() {
             if self.seq == Seq::Ground {
@@ -545,7 +558,7 @@ impl Terminal {
 /// its text around them is copied as it comes, and taken back out of `out` if the line turns
 /// out not to be plain (a `\r` redraw, say), for the line model to draw.
 ///
-/// Runs of whole blocks of plain lines go through [`scan::plain_line_blocks`] when the CPU
+/// Runs of whole blocks of plain lines go through [`blocks::plain_line_blocks`] when the CPU
 /// can; the lines around a block it gives up on are walked stop by stop.
 fn plain_lines(
     text: &str,
@@ -560,7 +573,7 @@ fn plain_lines(
     loop {
         if i >= blocks_from {
             out.push_str(&text[*copied..i]);
-            let blocks = scan::plain_line_blocks(text, i, out);
+            let blocks = blocks::plain_line_blocks(text, i, out, stops.level());
             *ended += blocks.lines;
             (i, blocks_from) = (blocks.done, blocks.stuck);
             *copied = i;
@@ -1469,6 +1482,38 @@ mod tests {
             n.finish(&mut slow);
             prop_assert_eq!(&normalise(&input, opts), &slow);
             prop_assert_eq!(&chunked(&input, &cuts, opts), &slow);
+        }
+
+        /// Every vector form of the scan (the block pass with AVX-512 or AVX2, the stops'
+        /// walk alone at the baseline) gives the same text and line count as the others.
+        #[test]
+        fn every_simd_level_gives_the_same_text(
+            input in log(),
+            cuts in prop::collection::vec(any::<usize>(), 0..4),
+        ) {
+            let levels = Level::supported();
+            if !levels.iter().any(|l| l.avx512()) {
+                println!("SKIPPED: no AVX-512 VBMI2 on this CPU, its block pass was not compared");
+            }
+            let run = |level: Level| {
+                let mut n = Normaliser::at_level(NormaliseOptions::default(), level);
+                let mut out = String::new();
+                let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+                bounds.sort_unstable();
+                bounds.push(input.len());
+                let (mut start, mut newlines) = (0, 0);
+                for end in bounds {
+                    newlines += n.feed(&input[start..end], &mut out);
+                    start = end;
+                }
+                newlines += n.finish(&mut out);
+                (out, newlines)
+            };
+            let baseline = run(levels[0]);
+            prop_assert_eq!(baseline.1, baseline.0.matches('\n').count() as u64);
+            for &level in &levels[1..] {
+                prop_assert_eq!(&run(level), &baseline, "{:?}", level);
+            }
         }
 
         #[test]

@@ -1,0 +1,388 @@
+//! The block pass: complete plain lines copied 64 bytes at a time, each `\r\n` becoming `\n`.
+//!
+//! Walking the stops costs some instructions and a copy per line (~100 bytes in a log); a
+//! block of plain lines costs a few vector instructions here whatever its line count. A block
+//! holding anything else (an escape, a lone `\r`, DEL, `C2`) stops the pass: the stops' walk
+//! takes the lines around it, and asks again after it.
+//!
+//! Two forms, one result: with AVX-512 VBMI2 one `vpcompressb` drops a block's `\r` bytes;
+//! with AVX2 the block is stored whole and, for each `\r` to drop (most blocks of a log have
+//! none or one), the bytes after it are stored again one place further left, 64 at a time
+//! (each store overwrites the tail of the one before, so the slack past the end is scratch).
+//! Other CPUs walk the stops.
+
+use super::simd::Level;
+
+/// Bytes taken per step.
+const BLOCK: usize = 64;
+
+/// What [`plain_line_blocks`] did.
+pub(super) struct Blocks {
+    /// The end of the last line copied (where the pass started when none).
+    pub done: usize,
+    /// Where the pass gave up: the end of the first block it could not take (a byte for the
+    /// terminal model, or too little text left); `usize::MAX` when the CPU cannot do this, so
+    /// the caller stops asking.
+    pub stuck: usize,
+    /// The lines copied.
+    pub lines: u64,
+}
+
+impl Blocks {
+    fn none(start: usize) -> Blocks {
+        Blocks {
+            done: start,
+            stuck: usize::MAX,
+            lines: 0,
+        }
+    }
+}
+
+/// Copies the complete plain lines of `text` from `start` (a line start) to `out`, a 64-byte
+/// block at a time, each `\r\n` becoming `\n`, with the widest form `level` allows. Plain
+/// means what the stops' walk passes ([`super::scan::Stops`]), less `C2` (rare: it goes the
+/// slow way).
+#[cfg(target_arch = "x86_64")]
+pub(super) fn plain_line_blocks(
+    text: &str,
+    start: usize,
+    out: &mut String,
+    level: Level,
+) -> Blocks {
+    // Both forms keep `out` valid UTF-8: they only ever make it longer by whole lines of
+    // `text`, less some `\r` bytes (ASCII, so never part of a longer char).
+    if level.avx512() {
+        // SAFETY: a `Level` allows AVX-512 only where the CPU has it; UTF-8 kept, as above.
+        unsafe { plain_line_blocks_avx512(text.as_bytes(), start, out.as_mut_vec()) }
+    } else if level.avx2() {
+        // SAFETY: a `Level` allows AVX2 only where the CPU has it; UTF-8 kept, as above.
+        unsafe { plain_line_blocks_avx2(text.as_bytes(), start, out.as_mut_vec()) }
+    } else {
+        Blocks::none(start)
+    }
+}
+
+/// See the x86-64 version: other CPUs take the stops' way.
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) fn plain_line_blocks(_: &str, start: usize, _: &mut String, _: Level) -> Blocks {
+    Blocks::none(start)
+}
+
+/// [`plain_line_blocks`] over bytes: compresses each block's kept bytes (all but the `\r` of
+/// each `\r\n`) into `out`'s spare room, and only lengthens `out` up to the last `\n` taken.
+///
+/// # Safety
+/// The CPU must have AVX-512 BW and VBMI2, POPCNT and LZCNT.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw,avx512vbmi2,popcnt,lzcnt")]
+unsafe fn plain_line_blocks_avx512(bytes: &[u8], start: usize, out: &mut Vec<u8>) -> Blocks {
+    use std::arch::x86_64::{
+        _mm512_cmpeq_epi8_mask, _mm512_cmplt_epu8_mask, _mm512_loadu_si512,
+        _mm512_maskz_compress_epi8, _mm512_set1_epi8, _mm512_storeu_si512,
+    };
+    let blocks = (bytes.len() - start) / BLOCK;
+    out.reserve(blocks * BLOCK);
+    let base = out.len();
+    let room = out.spare_capacity_mut().as_mut_ptr().cast::<u8>();
+    let mut taken = Taken::new(start);
+    let mut pos = start;
+    let stuck = loop {
+        if pos + BLOCK > bytes.len() {
+            break pos + BLOCK;
+        }
+        // SAFETY: `bytes[pos..pos + BLOCK]` is in bounds (checked above); `loadu` needs no
+        // alignment.
+        let v = unsafe { _mm512_loadu_si512(bytes.as_ptr().add(pos).cast()) };
+        let is = |b: u8| _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b as i8));
+        let (lf, cr) = (is(b'\n'), is(b'\r'));
+        let lf_next = u64::from(bytes.get(pos + BLOCK) == Some(&b'\n')) << 63;
+        let crlf = cr & (lf >> 1 | lf_next);
+        let c0 = _mm512_cmplt_epu8_mask(v, _mm512_set1_epi8(0x20)) & !is(b'\t');
+        if c0 & !lf & !crlf | is(0x7F) | is(0xC2) != 0 {
+            break pos + BLOCK;
+        }
+        // SAFETY: at most `written + BLOCK <= blocks * BLOCK` bytes into `room`, which has
+        // that many (reserved above); `storeu` needs no alignment.
+        unsafe {
+            _mm512_storeu_si512(
+                room.add(taken.written).cast(),
+                _mm512_maskz_compress_epi8(!crlf, v),
+            );
+        }
+        taken.block(pos, lf, crlf);
+        pos += BLOCK;
+    };
+    // SAFETY: the first `done_out` bytes of `room` were written above (and `base + done_out`
+    // is within the capacity reserved).
+    unsafe { out.set_len(base + taken.done_out) };
+    taken.blocks(stuck)
+}
+
+/// [`plain_line_blocks`] over bytes with AVX2: stores each block whole into `out`'s spare
+/// room, then, for each `\r` of a `\r\n`, the 64 bytes after it one place further left, and
+/// only lengthens `out` up to the last `\n` taken. A block's last such store reads up to 64
+/// bytes past the block, so the pass stops 64 bytes before the end of the text.
+///
+/// Per 32 bytes: the bytes one further on are loaded too, so a `\r\n` is found in one
+/// vector (`\r` here, `\n` there) and a lone `\r` is simply a stop; the other stops come
+/// from two nibble lookups (`vpshufb`), as in simdjson's classifier.
+///
+/// # Safety
+/// The CPU must have AVX2, POPCNT, LZCNT and BMI1.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt,lzcnt,bmi1")]
+unsafe fn plain_line_blocks_avx2(bytes: &[u8], start: usize, out: &mut Vec<u8>) -> Blocks {
+    use std::arch::x86_64::{
+        __m256i, _mm256_and_si256, _mm256_andnot_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256,
+        _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8, _mm256_setr_epi8,
+        _mm256_shuffle_epi8, _mm256_srli_epi16, _mm256_storeu_si256, _mm256_testz_si256,
+    };
+    if bytes.len() - start < 2 * BLOCK {
+        return Taken::new(start).blocks(start + 2 * BLOCK);
+    }
+    let blocks = (bytes.len() - start) / BLOCK;
+    // A block's stores reach up to 2 * BLOCK - 1 bytes past its output's start, and its
+    // output starts at most BLOCK * (blocks - 2) bytes in (the last block is never taken).
+    out.reserve(blocks * BLOCK);
+    let base = out.len();
+    let room = out.spare_capacity_mut().as_mut_ptr().cast::<u8>();
+    let (newline, cr, nibble) = (
+        _mm256_set1_epi8(b'\n' as i8),
+        _mm256_set1_epi8(b'\r' as i8),
+        _mm256_set1_epi8(0x0F),
+    );
+    // A byte is a stop, `\n` and `\r` aside, when the bits its high nibble picks from `HIGH`
+    // and its low nibble from `LOW` meet: bit 0 for 0x00..=0x0F but tab, `\n` and `\r`, bit 1
+    // for 0x10..=0x1F, bit 2 for DEL, bit 3 for `C2`.
+    #[rustfmt::skip]
+    let (high, low) = (
+        _mm256_setr_epi8(
+            1, 2, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 8, 0, 0, 0,
+            1, 2, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 8, 0, 0, 0,
+        ),
+        _mm256_setr_epi8(
+            3, 3, 11, 3, 3, 3, 3, 3, 3, 2, 2, 3, 3, 2, 3, 7,
+            3, 3, 11, 3, 3, 3, 3, 3, 3, 2, 2, 3, 3, 2, 3, 7,
+        ),
+    );
+    // For the 32 bytes `v` and the 32 from one byte on, `next`: where `v` has a `\n`, where
+    // it has the `\r` of a `\r\n`, and (as a vector, zero if none) its other stops.
+    let classify = |v: __m256i, next: __m256i| {
+        let is_cr = _mm256_cmpeq_epi8(v, cr);
+        let crlf = _mm256_and_si256(is_cr, _mm256_cmpeq_epi8(next, newline));
+        let classes = _mm256_and_si256(
+            _mm256_shuffle_epi8(high, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)),
+            _mm256_shuffle_epi8(low, _mm256_and_si256(v, nibble)),
+        );
+        let others = _mm256_or_si256(classes, _mm256_andnot_si256(crlf, is_cr));
+        (_mm256_cmpeq_epi8(v, newline), crlf, others)
+    };
+    let bits = |lo: __m256i, hi: __m256i| {
+        u64::from(_mm256_movemask_epi8(lo) as u32)
+            | u64::from(_mm256_movemask_epi8(hi) as u32) << 32
+    };
+    let mut taken = Taken::new(start);
+    let mut pos = start;
+    let stuck = loop {
+        if pos + 2 * BLOCK > bytes.len() {
+            break pos + 2 * BLOCK;
+        }
+        let src = bytes[pos..pos + 2 * BLOCK].as_ptr();
+        // SAFETY: `src` has 2 * BLOCK readable bytes, and each load is within them (the
+        // stores' loads too: `at < BLOCK`); `loadu` needs no alignment.
+        let load = |at: usize| unsafe { _mm256_loadu_si256(src.add(at).cast()) };
+        let (lo, hi) = (load(0), load(32));
+        let (lf_lo, crlf_lo, others_lo) = classify(lo, load(1));
+        let (lf_hi, crlf_hi, others_hi) = classify(hi, load(33));
+        let others = _mm256_or_si256(others_lo, others_hi);
+        if _mm256_testz_si256(others, others) == 0 {
+            break pos + BLOCK;
+        }
+        let (lf, crlf) = (bits(lf_lo, lf_hi), bits(crlf_lo, crlf_hi));
+        // SAFETY: `dst` is `written` bytes into `room`, and each store below ends within
+        // 2 * BLOCK bytes of `dst`, inside the capacity reserved above; `storeu` needs no
+        // alignment.
+        unsafe {
+            let dst = room.add(taken.written);
+            _mm256_storeu_si256(dst.cast(), lo);
+            _mm256_storeu_si256(dst.add(32).cast(), hi);
+            let (mut left, mut dropped) = (crlf, 0);
+            while left != 0 {
+                let at = left.trailing_zeros() as usize;
+                left &= left - 1;
+                let to = dst.add(at - dropped);
+                let (a, b) = (load(at + 1), load(at + 33));
+                _mm256_storeu_si256(to.cast(), a);
+                _mm256_storeu_si256(to.add(32).cast(), b);
+                dropped += 1;
+            }
+        }
+        taken.block(pos, lf, crlf);
+        pos += BLOCK;
+    };
+    // SAFETY: the first `done_out` bytes of `room` were written above (and `base + done_out`
+    // is within the capacity reserved).
+    unsafe { out.set_len(base + taken.done_out) };
+    taken.blocks(stuck)
+}
+
+/// What a pass has taken so far: `written` bytes are in `out`'s spare room, the first
+/// `done_out` of them the text from the pass's start up to `done`, the end of its last line.
+struct Taken {
+    written: usize,
+    done: usize,
+    done_out: usize,
+    lines: u64,
+}
+
+impl Taken {
+    fn new(start: usize) -> Taken {
+        Taken {
+            written: 0,
+            done: start,
+            done_out: 0,
+            lines: 0,
+        }
+    }
+
+    /// Counts the block at `pos`, with newlines `lf`, whose `\r` bytes `crlf` were dropped.
+    #[inline(always)]
+    fn block(&mut self, pos: usize, lf: u64, crlf: u64) {
+        let keep = !crlf;
+        if lf != 0 {
+            self.lines += u64::from(lf.count_ones());
+            let last = 63 - lf.leading_zeros();
+            self.done = pos + last as usize + 1;
+            self.done_out = self.written + (keep & u64::MAX >> (63 - last)).count_ones() as usize;
+        }
+        self.written += keep.count_ones() as usize;
+    }
+
+    fn blocks(self, stuck: usize) -> Blocks {
+        Blocks {
+            done: self.done,
+            stuck,
+            lines: self.lines,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Runs [`plain_line_blocks`] from `start` at `level` and checks what it did: it copied
+    /// whole plain lines only, `\r\n` as `\n`, up to `done`, and gave up past it. Returns
+    /// `done`.
+    fn check_blocks(text: &str, start: usize, level: Level) -> Result<usize, TestCaseError> {
+        let mut out = String::from("before");
+        let Blocks { done, stuck, lines } = plain_line_blocks(text, start, &mut out, level);
+        let taken = &text[start..done];
+        prop_assert!(done == start || taken.ends_with('\n'));
+        prop_assert!(stuck > done);
+        prop_assert_eq!(lines, taken.matches('\n').count() as u64);
+        prop_assert_eq!(out, format!("before{}", taken.replace("\r\n", "\n")));
+        let lone_cr = taken.replace("\r\n", "").contains('\r');
+        prop_assert!(
+            !lone_cr
+                && !taken.contains(|c: char| c.is_control() && c != '\t' && c != '\r' && c != '\n')
+        );
+        Ok(done)
+    }
+
+    /// The levels with a block pass that this CPU runs; says which it cannot, so a test that
+    /// ran no form never passes silently.
+    fn block_levels() -> Vec<Level> {
+        let levels: Vec<Level> = Level::supported()
+            .into_iter()
+            .filter(|l| l.avx2())
+            .collect();
+        if !levels.iter().any(|l| l.avx512()) {
+            println!("SKIPPED: no AVX-512 VBMI2 on this CPU, its block pass was not tested");
+        }
+        if levels.is_empty() {
+            println!("SKIPPED: no AVX2 on this CPU, its block pass was not tested");
+        }
+        levels
+    }
+
+    #[test]
+    fn blocks_of_plain_lines_are_taken_whole() {
+        let text = "a line of plain text, tab\there, \u{e9}, ended by CR LF\r\n".repeat(100);
+        for level in block_levels() {
+            let mut out = String::new();
+            let done = plain_line_blocks(&text, 0, &mut out, level).done;
+            // The last blocks are left for the walk, their lines with them.
+            assert!(done > text.len() - 256, "{level:?}");
+            assert!(text[..done].ends_with('\n'), "{level:?}");
+            assert_eq!(out, text[..done].replace("\r\n", "\n"), "{level:?}");
+        }
+    }
+
+    #[test]
+    fn a_block_of_short_crlf_lines_drops_every_cr() {
+        let text = "a\r\n\r\nbc\r\n".repeat(64);
+        for level in block_levels() {
+            let mut out = String::new();
+            let blocks = plain_line_blocks(&text, 0, &mut out, level);
+            assert!(blocks.done > 0, "{level:?}");
+            assert_eq!(out, text[..blocks.done].replace("\r\n", "\n"), "{level:?}");
+        }
+    }
+
+    #[test]
+    fn the_baseline_leaves_every_line_to_the_walk() {
+        let text = "plain\r\n".repeat(100);
+        let baseline = Level::supported()[0];
+        let blocks = plain_line_blocks(&text, 0, &mut String::new(), baseline);
+        assert_eq!(
+            (blocks.done, blocks.stuck, blocks.lines),
+            (0, usize::MAX, 0)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn block_pass_copies_whole_plain_lines_only(
+            lines in prop::collection::vec(
+                ("[ -~\t\u{e9}]{0,120}", "(\r\n|\n|\r|\x1b|\x7f|\u{85}|\u{a0}|\x08|){0,1}\n?"),
+                0..40,
+            ),
+            start in 0usize..200,
+        ) {
+            let text: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
+            let start = text.floor_char_boundary(start.min(text.len()));
+            let start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+            for level in Level::supported() {
+                let done = check_blocks(&text, start, level)?;
+                check_blocks(&text, done, level)?;
+            }
+        }
+
+        /// The forms take the same lines, and give up at the same block, but near the text's
+        /// end: the AVX2 pass stops a block sooner there.
+        #[test]
+        fn avx2_and_avx512_passes_agree(
+            lines in prop::collection::vec(
+                ("[ -~\t]{0,90}", "(\r\n|\n|\r\n\r\n|\x1b|\r|)"),
+                1..60,
+            ),
+        ) {
+            let text: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
+            let levels = block_levels();
+            let results: Vec<(String, Blocks)> = levels.iter().map(|&level| {
+                let mut out = String::new();
+                let blocks = plain_line_blocks(&text, 0, &mut out, level);
+                (out, blocks)
+            }).collect();
+            for pair in results.windows(2) {
+                let ((narrow, n), (wide, w)) = (&pair[0], &pair[1]);
+                prop_assert!(wide.starts_with(narrow.as_str()) && w.done >= n.done);
+                if w.stuck + BLOCK <= text.len() {
+                    prop_assert_eq!((n.done, n.stuck), (w.done, w.stuck));
+                }
+            }
+        }
+    }
+}
