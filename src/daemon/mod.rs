@@ -38,7 +38,7 @@ use crate::storage::purge::PurgePolicy;
 use crate::storage::space::Space;
 use crate::storage::spill::{DataDir, ensure_private_dir};
 use crate::supervisor::pty;
-use server::{Daemon, Settings};
+use state::{Daemon, Settings};
 
 use self::lock::{DataDirLock, Predecessor};
 use self::report::StartReport;
@@ -47,7 +47,7 @@ pub(crate) mod lock;
 pub(crate) mod readiness;
 pub(crate) mod recover;
 mod report;
-pub(crate) mod server;
+mod state;
 
 /// Settings of one daemon, resolved from flags and environment.
 #[derive(Debug, Clone)]
@@ -477,7 +477,7 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
     }
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-    server::accept_until_stopped(listener, Arc::clone(&daemon), stop_rx).await;
+    state::accept_until_stopped(listener, Arc::clone(&daemon), stop_rx).await;
 
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     tracing::info!("shutting down: stopping running commands");

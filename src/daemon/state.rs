@@ -20,21 +20,37 @@
 //! the kernel's socket buffer and the event being sent, and is then dropped. Idle connections
 //! with no request under way may stay open.
 
+#[path = "verbs/follow.rs"]
 mod follow;
+#[path = "verbs/grep.rs"]
 mod grep;
+#[path = "verbs/history.rs"]
 mod history;
+#[path = "verbs/kill.rs"]
 mod kill;
+#[path = "passed_fds.rs"]
 mod passed_fds;
+#[path = "previews.rs"]
 mod previews;
+#[path = "verbs/ps.rs"]
 mod ps;
+#[path = "recorder.rs"]
 mod recorder;
+#[path = "redaction.rs"]
 mod redaction;
+#[path = "verbs/run.rs"]
 mod run;
+#[path = "runs.rs"]
 mod runs;
+#[path = "verbs/send.rs"]
 mod send;
+#[path = "verbs/show.rs"]
 mod show;
+#[path = "verbs/stats.rs"]
 mod stats;
+#[path = "verbs/status.rs"]
 mod status;
+#[path = "verbs/wait.rs"]
 mod wait;
 
 use std::collections::{HashMap, VecDeque};
