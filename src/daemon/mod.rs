@@ -38,16 +38,31 @@ use crate::storage::purge::PurgePolicy;
 use crate::storage::space::Space;
 use crate::storage::spill::{DataDir, ensure_private_dir};
 use crate::supervisor::pty;
-use state::{Daemon, Settings};
+
+use self::state::{Daemon, Settings};
 
 use self::lock::{DataDirLock, Predecessor};
 use self::report::StartReport;
 
+mod client;
+mod connection;
+mod dispatch;
+mod ending;
+mod errors;
 pub(crate) mod lock;
+mod output;
+mod passed_fds;
+mod previews;
 pub(crate) mod readiness;
+mod recorder;
 pub(crate) mod recover;
+mod redaction;
 mod report;
+mod runs;
+mod spill_file;
 mod state;
+mod times;
+mod verbs;
 
 /// Settings of one daemon, resolved from flags and environment.
 #[derive(Debug, Clone)]
@@ -477,7 +492,7 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
     }
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-    state::accept_until_stopped(listener, Arc::clone(&daemon), stop_rx).await;
+    connection::accept_until_stopped(listener, Arc::clone(&daemon), stop_rx).await;
 
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     tracing::info!("shutting down: stopping running commands");
@@ -548,7 +563,7 @@ async fn tidy_periodically(daemon: Arc<Daemon>, lock: DataDirLock) {
 /// Purges at start-up and then every [`PURGE_INTERVAL`].
 async fn purge_periodically(daemon: Arc<Daemon>) {
     loop {
-        if let Err(e) = daemon.purge(PurgeRequest::default()).await {
+        if let Err(e) = verbs::purge::purge(&daemon, PurgeRequest::default()).await {
             tracing::error!(message = %e.message, "purge failed");
         }
         tokio::time::sleep(PURGE_INTERVAL).await;

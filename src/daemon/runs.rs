@@ -1,54 +1,32 @@
-//! The registry of runs in flight: each run's entry (its control, its live state, the clients
-//! waiting on it), the recent runs kept for late `wait`s, and the helpers every verb on a run
-//! shares.
+//! The registry of runs: each run in flight (its control, its live state, the clients waiting
+//! on it), and the runs that ended lately, kept for late `wait`s.
 //!
 //! A run belongs to the daemon, not to the connection that started it. Once launched it is
-//! watched by a task of its own (`run::watch_run`), which records its end in the index and
-//! publishes its `exit` event to everyone waiting; then the run moves from the registry to a
-//! short list of recent runs (its exit event and its callers' places), so that a `wait` that
-//! comes a little late still gets the same answer. Older runs are answered from the index and
-//! the spill file.
-//!
-//! Every client task that owes someone a run's `exit` event holds a [`Delivery`], and a
-//! shutdown waits (bounded) for those too, so clients are told how their runs ended.
+//! watched by a task of its own (`ending::watch_run`), which records its end in the index and
+//! publishes its `exit` event to everyone waiting; then the run moves from the runs in flight
+//! to a short list of recent runs (its exit event and its callers' places), so that a `wait`
+//! that comes a little late still gets the same answer. Older runs are answered from the index
+//! and the spill file.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tokio::io::Interest;
-use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::watch;
 
 use crate::engine::snapshot::Cursor;
-use crate::protocol::{ErrorCode, ErrorEvent, Event, RunId};
+use crate::protocol::{Event, RunId};
 use crate::supervisor::progress::{Live, Shape};
 use crate::supervisor::{RunControl, StopReason};
 use crate::sync::lock;
-
-use super::Daemon;
 
 /// Finished runs kept in memory for late `wait`s: at most this many...
 const RECENT_RUNS: usize = 256;
 
 /// ...and for at most this long.
 const RECENT_FOR: Duration = Duration::from_secs(3600);
-
-/// How often a connection with a request waiting in its buffer is checked for a hang-up.
-const HANGUP_POLL: Duration = Duration::from_millis(200);
-
-/// Where a connection's requests read from, and the runs that die with it.
-pub(super) struct Session<'a> {
-    pub(super) read: &'a OwnedReadHalf,
-    /// Runs started with `kill_on_disconnect` that were handed back running (`yield_ms`).
-    pub(super) owned: &'a mut Vec<Weak<RunEntry>>,
-    /// The file descriptors sent with the request's line (`SCM_RIGHTS`), oldest first.
-    pub(super) fds: Vec<std::os::fd::OwnedFd>,
-}
 
 /// A run in flight.
 pub(super) struct RunEntry {
@@ -102,13 +80,13 @@ impl RunEntry {
 }
 
 /// A run that ended a short while ago.
-pub(super) struct RecentRun {
-    pub(super) id: RunId,
-    pub(super) spill_path: Option<PathBuf>,
-    pub(super) shape: Arc<Shape>,
-    pub(super) last: Arc<Event>,
-    pub(super) cursors: Cursors,
-    pub(super) ended: Instant,
+struct RecentRun {
+    id: RunId,
+    spill_path: Option<PathBuf>,
+    shape: Arc<Shape>,
+    last: Arc<Event>,
+    cursors: Cursors,
+    ended: Instant,
 }
 
 /// Where a run was found.
@@ -124,23 +102,20 @@ pub(super) enum Found {
     Recorded,
 }
 
-/// Counts a client task that owes someone an `exit` event, for as long as it lives.
-pub(super) struct Delivery<'a>(&'a Daemon);
-
-impl Drop for Delivery<'_> {
-    fn drop(&mut self) {
-        self.0.deliveries.fetch_sub(1, Ordering::SeqCst);
-        self.0.changed.notify_waiters();
-    }
+/// The runs in flight, until they have ended and been recorded, and the recent ones (bounded),
+/// oldest first.
+#[derive(Default)]
+pub(super) struct Registry {
+    running: Mutex<HashMap<RunId, Arc<RunEntry>>>,
+    recent: Mutex<VecDeque<RecentRun>>,
 }
 
-impl Daemon {
-    pub(super) fn delivery(&self) -> Delivery<'_> {
-        self.deliveries.fetch_add(1, Ordering::SeqCst);
-        Delivery(self)
+impl Registry {
+    pub(super) fn insert(&self, entry: Arc<RunEntry>) {
+        lock(&self.running).insert(entry.id.clone(), entry);
     }
 
-    /// Moves an ended run from the registry to the recent runs.
+    /// Moves an ended run from the runs in flight to the recent runs.
     pub(super) fn retire(&self, entry: &RunEntry, last: Arc<Event>) {
         {
             let mut recent = lock(&self.recent);
@@ -160,11 +135,11 @@ impl Daemon {
                 ended: Instant::now(),
             });
         }
-        self.unregister(&entry.id);
+        lock(&self.running).remove(&entry.id);
     }
 
     pub(super) fn find(&self, id: &RunId) -> Found {
-        if let Some(entry) = lock(&self.runs).get(id) {
+        if let Some(entry) = lock(&self.running).get(id) {
             return Found::Running(Arc::clone(entry));
         }
         let recent = lock(&self.recent);
@@ -178,57 +153,23 @@ impl Daemon {
             None => Found::Recorded,
         }
     }
-}
 
-pub(super) fn error(code: ErrorCode, message: String) -> ErrorEvent {
-    ErrorEvent { code, message }
-}
-
-pub(super) fn unknown_run(id: &RunId) -> ErrorEvent {
-    error(ErrorCode::UnknownRun, format!("no run with id {id}"))
-}
-
-pub(super) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Resolves when the client has hung up (closed, or shut down its sending side). A request
-/// already waiting in the socket is left there: it is checked again every [`HANGUP_POLL`].
-pub(super) async fn client_gone(read: &OwnedReadHalf) {
-    loop {
-        match read.ready(Interest::READABLE).await {
-            Ok(ready) if ready.is_read_closed() => return,
-            Ok(_) => tokio::time::sleep(HANGUP_POLL).await,
-            Err(_) => return,
-        }
+    /// Whether a run with this id is in flight.
+    pub(super) fn is_running(&self, id: &RunId) -> bool {
+        lock(&self.running).contains_key(id)
     }
-}
 
-pub(super) fn hung_up() -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionAborted, "the client hung up")
-}
+    /// How many runs are in flight.
+    pub(super) fn len(&self) -> usize {
+        lock(&self.running).len()
+    }
 
-/// The run a request about a running command names, or why there is none.
-pub(super) async fn running_run(
-    id: &RunId,
-    daemon: &Daemon,
-    doing: &str,
-) -> Result<Arc<RunEntry>, ErrorEvent> {
-    match daemon.find(id) {
-        Found::Running(entry) if !entry.is_done() => Ok(entry),
-        Found::Running(_) | Found::Recent { .. } => Err(error(
-            ErrorCode::NotRunning,
-            format!("run {id} has ended: it cannot {doing}"),
-        )),
-        Found::Recorded => {
-            let wanted = id.clone();
-            match daemon.with_index(move |index| index.get(&wanted)).await? {
-                Some(_) => Err(error(
-                    ErrorCode::NotRunning,
-                    format!("run {id} has ended: it cannot {doing}"),
-                )),
-                None => Err(unknown_run(id)),
-            }
-        }
+    pub(super) fn is_empty(&self) -> bool {
+        lock(&self.running).is_empty()
+    }
+
+    /// The runs in flight, in no order.
+    pub(super) fn running(&self) -> Vec<Arc<RunEntry>> {
+        lock(&self.running).values().cloned().collect()
     }
 }

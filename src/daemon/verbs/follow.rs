@@ -1,26 +1,25 @@
 //! `follow`: a run's output as `output` events from a line on, then live, then its `exit`.
 
 use std::io;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::protocol::{ErrorCode, ErrorEvent, Event, FollowRequest, OutputEvent};
-use crate::storage::follow::{Start, Tail};
+use crate::protocol::{ErrorCode, ErrorEvent, Event, FollowRequest};
+use crate::storage::follow::Start;
 
-use super::previews::recorded_exit;
-use super::runs::{Found, RunEntry, error};
-use super::{ClientWriter, Daemon, send, spill_of};
-
-/// How often a follower that is ahead of the spill file (the writer has not caught up yet)
-/// looks again.
-const FILE_LAG_POLL: Duration = Duration::from_millis(15);
+use crate::daemon::client::{ClientWriter, Session, send};
+use crate::daemon::errors::error;
+use crate::daemon::output::{follow_finished, follow_live};
+use crate::daemon::previews::recorded_exit;
+use crate::daemon::runs::Found;
+use crate::daemon::spill_file::spill_of;
+use crate::daemon::state::Daemon;
 
 /// `follow`: a run's output from a line on, live until it ends, then its exit.
-pub(super) async fn follow(
+pub(in crate::daemon) async fn apply(
     request: FollowRequest,
-    daemon: &Daemon,
+    daemon: &Arc<Daemon>,
     write: &mut ClientWriter,
+    _session: Session<'_>,
 ) -> io::Result<()> {
     let from = request.from_line.unwrap_or(1);
     if from == 0 {
@@ -28,7 +27,7 @@ pub(super) async fn follow(
         return send(write, &Event::error(ErrorCode::BadRequest, message)).await;
     }
     let id = request.id;
-    match daemon.find(&id) {
+    match daemon.runs.find(&id) {
         Found::Running(entry) => {
             let _delivery = daemon.delivery();
             let ended = entry.done.borrow().clone();
@@ -79,88 +78,5 @@ fn check_from(last: &Event, from: u64) -> Result<(), ErrorEvent> {
             ),
         )),
         _ => Ok(()),
-    }
-}
-
-/// Opens a tail of `path` off the runtime.
-pub(super) async fn open_tail(path: PathBuf, start: Start) -> io::Result<Tail> {
-    tokio::task::spawn_blocking(move || Tail::open(&path, start))
-        .await
-        .map_err(io::Error::other)?
-}
-
-/// Reads what the file has next, off the runtime; returns the tail and the bytes read.
-async fn read_tail(mut tail: Tail, last: bool) -> io::Result<(Tail, usize, Vec<OutputEvent>)> {
-    tokio::task::spawn_blocking(move || {
-        let n = tail.read_more()?;
-        let events = tail.events(last && n == 0);
-        Ok((tail, n, events))
-    })
-    .await
-    .map_err(io::Error::other)?
-}
-
-/// Sends a finished spill file from line `from` to its end.
-async fn follow_finished(path: &Path, from: u64, write: &mut ClientWriter) -> io::Result<()> {
-    let Ok(mut tail) = open_tail(path.to_path_buf(), Start::Line(from)).await else {
-        return Ok(()); // The exit event's notice says what became of the output.
-    };
-    loop {
-        let (next, n, events) = read_tail(tail, true).await?;
-        tail = next;
-        for event in events {
-            send(write, &Event::Output(event)).await?;
-        }
-        if n == 0 {
-            return Ok(());
-        }
-    }
-}
-
-/// Sends a run's output from `start` as it is written, until the run has ended and the spill
-/// has been read to its end; returns the run's last event.
-pub(super) async fn follow_live(
-    entry: &RunEntry,
-    start: Start,
-    write: &mut ClientWriter,
-) -> io::Result<Arc<Event>> {
-    let Some(path) = entry.spill_path().map(Path::to_path_buf) else {
-        // No spill file: there is nothing to follow, only the end to wait for.
-        return Ok(entry.finished().await);
-    };
-    let mut committed = entry.live.committed();
-    let mut done = entry.done.subscribe();
-    let mut tail = match open_tail(path, start).await {
-        Ok(tail) => tail,
-        Err(_) => return Ok(entry.finished().await),
-    };
-    loop {
-        // Looked at before reading: once the run has ended the file is complete, so a read
-        // that then finds its end has seen everything.
-        let ended = done.borrow_and_update().clone();
-        let (next, n, events) = read_tail(tail, ended.is_some()).await?;
-        tail = next;
-        for event in events {
-            send(write, &Event::Output(event)).await?;
-        }
-        if n > 0 {
-            continue;
-        }
-        if let Some(last) = ended {
-            return Ok(last);
-        }
-        let written = *committed.borrow_and_update();
-        if tail.pos() < written {
-            // The spill writer has the bytes and is about to write them.
-            tokio::select! {
-                () = tokio::time::sleep(FILE_LAG_POLL) => {}
-                _ = done.changed() => {}
-            }
-        } else {
-            tokio::select! {
-                _ = committed.changed() => {}
-                _ = done.changed() => {}
-            }
-        }
     }
 }

@@ -1,34 +1,27 @@
-//! `status` and `shutdown`: which daemon answers (its pid, version, socket, data directory,
-//! uptime) and what it is doing, and stopping it from a client as SIGTERM does.
+//! `status`: which daemon answers (its pid, version, socket, data directory, uptime) and what
+//! it is doing.
 
-use std::path::PathBuf;
+use std::io;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
-use chrono::{DateTime, Utc};
+use crate::protocol::{DaemonStatus, Event, PROTOCOL_VERSION};
 
-use crate::protocol::{DaemonStatus, Event, PROTOCOL_VERSION, StoppingEvent};
+use crate::daemon::client::{ClientWriter, Session, send};
+use crate::daemon::state::Daemon;
+use crate::daemon::times::rfc3339;
 
-use super::{Daemon, rfc3339};
-
-/// What does not change while the daemon lives.
-pub(super) struct Identity {
-    socket: PathBuf,
-    started_at: DateTime<Utc>,
-    started: Instant,
+/// Answers `status` with [`status`]'s event.
+pub(in crate::daemon) async fn apply(
+    _request: (),
+    daemon: &Arc<Daemon>,
+    write: &mut ClientWriter,
+    _session: Session<'_>,
+) -> io::Result<()> {
+    send(write, &status(daemon)).await
 }
 
-impl Identity {
-    pub(super) fn now(socket: PathBuf) -> Identity {
-        Identity {
-            socket,
-            started_at: Utc::now(),
-            started: Instant::now(),
-        }
-    }
-}
-
-pub(super) fn status(daemon: &Daemon) -> Event {
+fn status(daemon: &Daemon) -> Event {
     let identity = &daemon.identity;
     Event::Status(DaemonStatus {
         pid: std::process::id(),
@@ -40,17 +33,5 @@ pub(super) fn status(daemon: &Daemon) -> Event {
         uptime_ms: u64::try_from(identity.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         runs: daemon.runs_in_flight() as u64,
         clients: daemon.clients.load(Ordering::SeqCst) as u64,
-    })
-}
-
-/// Begins the shutdown SIGTERM begins: runs are stopped, their clients told, then the daemon
-/// exits.
-pub(super) fn shut_down(daemon: &Daemon) -> Event {
-    tracing::info!("shutdown requested by a client");
-    let runs = daemon.runs_in_flight() as u64;
-    let _ = daemon.stop.send(true);
-    Event::Stopping(StoppingEvent {
-        pid: std::process::id(),
-        runs,
     })
 }
