@@ -129,8 +129,17 @@ pub(in crate::daemon) async fn apply(
     };
     let answer = async {
         send(write, &started).await?;
-        match (yield_after.is_some() || until.is_some(), stream) {
-            (true, None) => {
+        // The request was checked when parsed: it asks for a stream or an early answer, not both.
+        match (stream, yield_after.is_some() || until.is_some()) {
+            (Some(StreamMode::Text), _) => {
+                let last = follow_live(&entry, Start::Line(1), write).await?;
+                send(write, &last).await
+            }
+            (Some(StreamMode::Raw), _) => {
+                let last = stream_raw(&entry, write).await?;
+                send(write, &last).await
+            }
+            (None, true) => {
                 let ready = async {
                     match &until {
                         Some(until) => Some(
@@ -162,16 +171,7 @@ pub(in crate::daemon) async fn apply(
                 }
                 Ok(())
             }
-            (true, Some(_)) => unreachable_mix(write).await,
-            (false, Some(StreamMode::Text)) => {
-                let last = follow_live(&entry, Start::Line(1), write).await?;
-                send(write, &last).await
-            }
-            (false, Some(StreamMode::Raw)) => {
-                let last = stream_raw(&entry, write).await?;
-                send(write, &last).await
-            }
-            (false, None) => {
+            (None, false) => {
                 let last = entry.finished().await;
                 send(write, &last).await
             }
@@ -206,13 +206,6 @@ fn passed_stdin(
     }
 }
 
-/// `yield_ms` (or `until`) with `stream` is refused when the request is parsed; answers it
-/// anyway rather than panic.
-async fn unreachable_mix(write: &mut ClientWriter) -> io::Result<()> {
-    let message = "give either yield_ms/until or stream, not both";
-    send(write, &Event::error(ErrorCode::BadRequest, message)).await
-}
-
 /// Terminal type a run gets unless it asks otherwise (its size: the normaliser's defaults,
 /// [`DEFAULT_COLS`] x [`DEFAULT_ROWS`], which its screen model assumes when told nothing).
 const DEFAULT_TERM: &str = "xterm-256color";
@@ -226,7 +219,8 @@ fn launch_error(e: &LaunchError) -> Event {
     Event::error(code, e.to_string())
 }
 
-/// Resolves a request into a run specification, with the daemon's defaults.
+/// Resolves a request (checked when parsed: `RunRequest::check`) into a run specification,
+/// with the daemon's defaults, held to the daemon's cap and to the engine's own bounds.
 fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorEvent> {
     let bad = bad_request;
     let limits = Limits::new(
@@ -240,10 +234,7 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         Some(ms) => Some(Duration::from_millis(ms)),
         None => daemon.default_timeout,
     };
-    let cwd = match r.cwd {
-        Some(cwd) if !cwd.starts_with('/') => {
-            return Err(bad(format!("cwd must be an absolute path, got {cwd:?}")));
-        }
+    let cwd = match &r.cwd {
         Some(cwd) => PathBuf::from(cwd),
         None => std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
     };
@@ -254,14 +245,9 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
     let term = tty
         .as_ref()
         .map(|_| r.term.as_deref().unwrap_or(DEFAULT_TERM));
+    let argv = r.program().map_err(bad)?;
     let base: BTreeMap<String, String> = r.base_env.unwrap_or_else(|| std::env::vars().collect());
-    let argv = match (r.argv, r.shell) {
-        (Some(argv), _) => argv,
-        (None, Some(shell)) => vec!["sh".into(), "-c".into(), shell],
-        (None, None) => return Err(bad("missing the command".into())),
-    };
     let max_spill = match r.max_spill {
-        Some(0) => return Err(bad("max_spill must be at least 1".into())),
         Some(n) if n > daemon.max_spill => {
             return Err(bad(format!(
                 "max_spill {n} is over this daemon's cap of {} bytes (its --max-spill)",
@@ -271,11 +257,9 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         Some(n) => n,
         None => daemon.max_spill,
     };
-    let max_tokens = match r.max_tokens {
-        Some(0) => return Err(bad("max_tokens must be at least 1".into())),
-        Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
-        None => None,
-    };
+    let max_tokens = r
+        .max_tokens
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     let resources = Resources {
         memory: r.memory,
         pids: r.pids,
@@ -283,11 +267,6 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
     };
     resources.check().map_err(bad)?;
     let highlights = if r.no_highlights.unwrap_or(false) {
-        if !r.highlight.is_empty() {
-            return Err(bad(
-                "give highlight patterns or no_highlights, not both".into()
-            ));
-        }
         None
     } else {
         Some(Patterns::with_extra(&r.highlight).map_err(|e| ErrorEvent {
