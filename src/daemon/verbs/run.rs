@@ -129,17 +129,10 @@ pub(in crate::daemon) async fn apply(
     };
     let answer = async {
         send(write, &started).await?;
-        // The request was checked when parsed: it asks for a stream or an early answer, not both.
-        match (stream, yield_after.is_some() || until.is_some()) {
-            (Some(StreamMode::Text), _) => {
-                let last = follow_live(&entry, Start::Line(1), write).await?;
-                send(write, &last).await
-            }
-            (Some(StreamMode::Raw), _) => {
-                let last = stream_raw(&entry, write).await?;
-                send(write, &last).await
-            }
-            (None, true) => {
+        // The request was checked when parsed: it asks for an early answer or a stream, not
+        // both.
+        match (yield_after.is_some() || until.is_some(), stream) {
+            (true, None) => {
                 let ready = async {
                     match &until {
                         Some(until) => Some(
@@ -171,7 +164,15 @@ pub(in crate::daemon) async fn apply(
                 }
                 Ok(())
             }
-            (None, false) => {
+            (_, Some(StreamMode::Text)) => {
+                let last = follow_live(&entry, Start::Line(1), write).await?;
+                send(write, &last).await
+            }
+            (_, Some(StreamMode::Raw)) => {
+                let last = stream_raw(&entry, write).await?;
+                send(write, &last).await
+            }
+            (false, None) => {
                 let last = entry.finished().await;
                 send(write, &last).await
             }
