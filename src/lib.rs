@@ -6,8 +6,8 @@
 //! - `client`: the command line, the MCP server and the agent hooks; each request goes over
 //!   the socket as one typed call per verb (`client::calls`).
 //! - `daemon`: the per-user daemon's lifecycle (lock, socket, signals, idle exit, recovery
-//!   after a crash) and `daemon::server`, which reads requests and hands each to the handler
-//!   of its verb.
+//!   after a crash), its shared state, and the connection loop that reads requests and
+//!   dispatches each to the handler of its verb (`daemon::verbs`).
 //! - `supervisor`: one run's processes: the PTY or pipe, timeouts, limits, containment
 //!   (cgroup or `/proc`), kills, the reaper, and the reader that feeds the engine.
 //! - `engine`: one driver (`engine::driver`) through normalise -> capture -> highlight and

@@ -17,6 +17,7 @@
 mod caller;
 pub mod cut;
 mod event;
+mod ops;
 mod preview;
 mod record;
 mod request;
@@ -36,6 +37,8 @@ pub use preview::*;
 pub use record::*;
 pub use request::*;
 pub use run_id::{BadRunId, RunId};
+
+use self::ops::{BARE_OPS, OPS};
 
 /// The protocol version this build speaks; requests must carry it as `"v"`.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -80,15 +83,6 @@ pub enum Request {
     Shutdown,
 }
 
-/// The ops a request may name, for error messages.
-const OPS: [&str; 15] = [
-    "run", "ping", "history", "show", "grep", "stats", "purge", "wait", "send", "follow", "ps",
-    "kill", "resize", "status", "shutdown",
-];
-
-/// Ops whose request has no fields besides the envelope.
-const BARE_OPS: [&str; 4] = ["ping", "stats", "status", "shutdown"];
-
 impl Request {
     /// Whether this request asks for its answer's text unredacted.
     pub fn no_redact(&self) -> bool {
@@ -100,7 +94,15 @@ impl Request {
             Request::History(r) => r.no_redact,
             Request::Show(r) => r.no_redact,
             Request::Grep(r) => r.no_redact,
-            _ => false,
+            // Answers with no text a run wrote, or no way to ask for it unredacted.
+            Request::Ping
+            | Request::Stats
+            | Request::Purge(_)
+            | Request::Send(_)
+            | Request::Ps(_)
+            | Request::Resize(_)
+            | Request::Status
+            | Request::Shutdown => false,
         }
     }
 

@@ -315,18 +315,10 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
-    /// Checks what serde cannot: exactly one of `argv` and `shell`, sane sizes.
+    /// Checks what serde cannot: exactly one of `argv` and `shell`, sane sizes, and every rule
+    /// about the request alone (the daemon then only holds it to its own caps).
     pub(super) fn check(&self) -> Result<(), String> {
-        let command: Result<(), String> = match (&self.argv, &self.shell) {
-            (Some(argv), None) if argv.is_empty() => Err("argv must not be empty".into()),
-            (Some(argv), None) if argv[0].is_empty() => Err("argv[0] must not be empty".into()),
-            (Some(_), None) | (None, Some(_)) => Ok(()),
-            (Some(_), Some(_)) => Err("give either argv or shell, not both".into()),
-            (None, None) => {
-                Err("missing the command: give argv (a list) or shell (a string)".into())
-            }
-        };
-        command?;
+        self.program()?;
         if self.yield_ms == Some(0) {
             return Err("yield_ms must be at least 1".into());
         }
@@ -356,9 +348,38 @@ impl RunRequest {
                     .into(),
             );
         }
+        if let Some(cwd) = &self.cwd
+            && !cwd.starts_with('/')
+        {
+            return Err(format!("cwd must be an absolute path, got {cwd:?}"));
+        }
+        if self.max_spill == Some(0) {
+            return Err("max_spill must be at least 1".into());
+        }
+        if self.max_tokens == Some(0) {
+            return Err("max_tokens must be at least 1".into());
+        }
+        if self.no_highlights == Some(true) && !self.highlight.is_empty() {
+            return Err("give highlight patterns or no_highlights, not both".into());
+        }
         self.caller
             .as_ref()
             .map_or(Ok(()), super::CallerContext::check)
+    }
+
+    /// The program and arguments to run: `argv` as given, or `sh -c` with `shell`; or why the
+    /// request names none (neither, both, or an empty program).
+    pub fn program(&self) -> Result<Vec<String>, String> {
+        match (&self.argv, &self.shell) {
+            (Some(argv), None) if argv.is_empty() => Err("argv must not be empty".into()),
+            (Some(argv), None) if argv[0].is_empty() => Err("argv[0] must not be empty".into()),
+            (Some(argv), None) => Ok(argv.clone()),
+            (None, Some(shell)) => Ok(vec!["sh".into(), "-c".into(), shell.clone()]),
+            (Some(_), Some(_)) => Err("give either argv or shell, not both".into()),
+            (None, None) => {
+                Err("missing the command: give argv (a list) or shell (a string)".into())
+            }
+        }
     }
 }
 

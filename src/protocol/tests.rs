@@ -133,6 +133,68 @@ fn parses_the_live_ops() {
     }
 }
 
+/// Every rule about a run request alone is held when the line is parsed, with the message the
+/// client is shown; the daemon then only holds the request to its own caps.
+#[test]
+fn a_run_request_is_checked_whole_when_parsed() {
+    let refused = |fields: &str| {
+        let line = format!(r#"{{"v":1,"op":"run","shell":"x",{fields}}}"#);
+        let error = parse_request(&line).unwrap_err();
+        assert_eq!(error.code, ErrorCode::BadRequest, "{fields}");
+        error.message
+    };
+    assert_eq!(
+        refused(r#""cwd":"src""#),
+        r#"cwd must be an absolute path, got "src""#
+    );
+    assert_eq!(refused(r#""max_spill":0"#), "max_spill must be at least 1");
+    assert_eq!(
+        refused(r#""max_tokens":0"#),
+        "max_tokens must be at least 1"
+    );
+    assert_eq!(
+        refused(r#""highlight":["x"],"no_highlights":true"#),
+        "give highlight patterns or no_highlights, not both"
+    );
+    for fine in [
+        r#""cwd":"/tmp""#,
+        r#""max_spill":1,"max_tokens":1"#,
+        r#""highlight":["x"],"no_highlights":false"#,
+    ] {
+        let line = format!(r#"{{"v":1,"op":"run","shell":"x",{fine}}}"#);
+        assert!(parse_request(&line).is_ok(), "{fine}");
+    }
+}
+
+#[test]
+fn a_run_runs_its_argv_or_its_shell_line() {
+    let program = |request: RunRequest| request.program();
+    let argv = Some(vec!["ls".to_string(), "-l".to_string()]);
+    let shell = Some("ls | wc".to_string());
+    assert_eq!(
+        program(RunRequest {
+            argv: argv.clone(),
+            ..RunRequest::default()
+        }),
+        Ok(vec!["ls".to_string(), "-l".to_string()])
+    );
+    assert_eq!(
+        program(RunRequest {
+            shell: shell.clone(),
+            ..RunRequest::default()
+        }),
+        Ok(["sh", "-c", "ls | wc"].map(String::from).to_vec())
+    );
+    for (argv, shell) in [(None, None), (argv, shell), (Some(Vec::new()), None)] {
+        let request = RunRequest {
+            argv,
+            shell,
+            ..RunRequest::default()
+        };
+        assert!(program(request).is_err());
+    }
+}
+
 #[test]
 fn events_are_tagged_lines() {
     let line = Event::error(ErrorCode::BadCwd, "no such directory: /x").to_line();

@@ -13,7 +13,7 @@
 //! busy timeout, and take the write lock when their transaction begins (`IMMEDIATE`), so two
 //! processes never deadlock upgrading a read to a write. Past the timeout a write fails with
 //! an error [`IndexError::is_busy`] recognises; the daemon then keeps its runs' records and
-//! tries again (`server::recorder`).
+//! tries again (`daemon::recorder`).
 //!
 //! Migrations are only ever appended, never edited: `PRAGMA user_version` counts those applied,
 //! an older database is migrated in place at open, and a newer one (from a later spillway) is

@@ -1,7 +1,9 @@
 //! `wait`: the next preview of a running command, or its `exit`, also for a run that ended a
 //! while ago (from the recent runs, else the index and the spill).
 
+use std::io;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::daemon::readiness::Until;
@@ -9,12 +11,24 @@ use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::protocol::{ErrorCode, ErrorEvent, Event, WaitRequest};
 use crate::sync::lock;
 
-use super::Daemon;
-use super::previews::{exit_for, recorded_exit, running_event};
-use super::runs::{Found, error};
+use crate::daemon::client::{ClientWriter, Session, reply};
+use crate::daemon::errors::error;
+use crate::daemon::previews::{exit_for, recorded_exit, running_event};
+use crate::daemon::runs::Found;
+use crate::daemon::state::Daemon;
+
+/// Answers `wait` with [`wait`]'s event, or the error that stood in its way.
+pub(in crate::daemon) async fn apply(
+    request: WaitRequest,
+    daemon: &Arc<Daemon>,
+    write: &mut ClientWriter,
+    _session: Session<'_>,
+) -> io::Result<()> {
+    reply(write, wait(request, daemon).await).await
+}
 
 /// `wait`: the next preview of a running command, or its exit.
-pub(super) async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
     if request.yield_ms == Some(0) {
         return Err(error(
             ErrorCode::BadRequest,
@@ -34,7 +48,7 @@ pub(super) async fn wait(request: WaitRequest, daemon: &Daemon) -> Result<Event,
     let caller = request.caller.unwrap_or_default();
     let until = Until::new(request.until.as_deref(), request.until_port)
         .map_err(|message| error(ErrorCode::BadPattern, message))?;
-    match daemon.find(&request.id) {
+    match daemon.runs.find(&request.id) {
         Found::Running(entry) => {
             let _delivery = daemon.delivery();
             // With `new`, only lines this caller has not been shown can make it ready.

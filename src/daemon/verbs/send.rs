@@ -1,20 +1,30 @@
 //! `send`: typing into a running command's terminal.
 
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::protocol::{
-    ErrorCode, ErrorEvent, Event, ResizeRequest, ResizedEvent, SendRequest, SentEvent,
-};
+use crate::protocol::{ErrorCode, ErrorEvent, Event, SendRequest, SentEvent};
 use crate::supervisor::input::{DEFAULT_SEND_TIMEOUT, InputError, Keys};
 use crate::supervisor::progress::SendError;
 
-use super::runs::{error, running_run};
-use super::{Daemon, internal};
+use crate::daemon::client::{ClientWriter, Session, reply};
+use crate::daemon::errors::{error, internal};
+use crate::daemon::state::Daemon;
+
+/// Answers `send` with [`send_input`]'s event, or the error that stood in its way.
+pub(in crate::daemon) async fn apply(
+    request: SendRequest,
+    daemon: &Arc<Daemon>,
+    write: &mut ClientWriter,
+    _session: Session<'_>,
+) -> io::Result<()> {
+    reply(write, send_input(request, daemon).await).await
+}
 
 /// `send`: types into a running command's terminal.
-pub(super) async fn send_input(request: SendRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
-    let entry = running_run(&request.id, daemon, "take input").await?;
+async fn send_input(request: SendRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    let entry = daemon.running_run(&request.id, "take input").await?;
     if !entry.tty {
         return Err(error(
             ErrorCode::NoInput,
@@ -80,39 +90,6 @@ pub(super) async fn send_input(request: SendRequest, daemon: &Daemon) -> Result<
         Err(SendError::Input(e)) if entry.is_done() || entry.control.is_stopping() => Err(error(
             ErrorCode::NotRunning,
             format!("run {id} is ending: {e}"),
-        )),
-        Err(SendError::Input(e)) => Err(internal(format!("run {id}: {e}"))),
-    }
-}
-
-/// `resize`: gives a running command's terminal a new size (the kernel sends it SIGWINCH).
-pub(super) async fn resize(request: ResizeRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
-    if request.cols == 0 || request.rows == 0 {
-        return Err(error(
-            ErrorCode::BadRequest,
-            "cols and rows must be at least 1".into(),
-        ));
-    }
-    let entry = running_run(&request.id, daemon, "be resized").await?;
-    let live = Arc::clone(&entry.live);
-    let (cols, rows, tty) = (request.cols, request.rows, entry.tty);
-    let resized = tokio::task::spawn_blocking(move || live.resize(cols, rows, tty))
-        .await
-        .map_err(|e| internal(format!("resize failed: {e}")))?;
-    let id = &entry.id;
-    match resized {
-        Ok(()) => Ok(Event::Resized(ResizedEvent {
-            id: id.clone(),
-            cols,
-            rows,
-        })),
-        Err(SendError::NoTerminal) => Err(error(
-            ErrorCode::NoInput,
-            format!("run {id} runs without a terminal: it has no size"),
-        )),
-        Err(SendError::Ended) => Err(error(
-            ErrorCode::NotRunning,
-            format!("run {id} has ended: it cannot be resized"),
         )),
         Err(SendError::Input(e)) => Err(internal(format!("run {id}: {e}"))),
     }

@@ -1,17 +1,29 @@
 //! `ps`: the running commands.
 
+use std::io;
 use std::sync::Arc;
 
 use crate::protocol::{Event, LiveRun, PsEvent, PsRequest};
 use crate::storage::index::display_command;
-use crate::sync::lock;
 
-use super::runs::{RunEntry, millis};
-use super::{Daemon, rfc3339};
+use crate::daemon::client::{ClientWriter, Session, send};
+use crate::daemon::runs::RunEntry;
+use crate::daemon::state::Daemon;
+use crate::daemon::times::{millis, rfc3339};
+
+/// Answers `ps` with [`ps`]'s event.
+pub(in crate::daemon) async fn apply(
+    request: PsRequest,
+    daemon: &Arc<Daemon>,
+    write: &mut ClientWriter,
+    _session: Session<'_>,
+) -> io::Result<()> {
+    send(write, &ps(&request, daemon)).await
+}
 
 /// `ps`: the running commands, oldest first.
-pub(super) fn ps(request: &PsRequest, daemon: &Daemon) -> Event {
-    let entries: Vec<Arc<RunEntry>> = lock(&daemon.runs).values().cloned().collect();
+fn ps(request: &PsRequest, daemon: &Daemon) -> Event {
+    let entries: Vec<Arc<RunEntry>> = daemon.runs.running();
     let mut runs: Vec<LiveRun> = entries
         .iter()
         .filter(|e| !e.is_done())

@@ -19,8 +19,11 @@ use crate::supervisor;
 use crate::supervisor::progress::Shape;
 use crate::sync::lock;
 
-use super::runs::{Cursors, RunEntry, millis, unknown_run};
-use super::{Daemon, internal, rfc3339, spill_of};
+use super::errors::{internal, unknown_run};
+use super::runs::{Cursors, RunEntry};
+use super::spill_file::spill_of;
+use super::state::Daemon;
+use super::times::{millis, rfc3339};
 
 /// How long a preview of new output waits for the spill file to hold what the run has read.
 pub(super) const FILE_CATCH_UP: Duration = Duration::from_secs(2);

@@ -1,14 +1,29 @@
 //! `show`: a page of a run's spill with its record.
 
 use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
 
 use crate::protocol::{ErrorCode, ErrorEvent, Event, ShowEvent, ShowRequest};
 use crate::storage::read;
 use crate::storage::read::{ReadError, ReadRequest};
 
-use super::{Daemon, bad_request, internal, spill_of};
+use crate::daemon::client::{ClientWriter, Session, reply};
+use crate::daemon::errors::{bad_request, internal};
+use crate::daemon::spill_file::spill_of;
+use crate::daemon::state::Daemon;
 
-pub(super) async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+/// Answers `show` with [`show`]'s event, or the error that stood in its way.
+pub(in crate::daemon) async fn apply(
+    request: ShowRequest,
+    daemon: &Arc<Daemon>,
+    write: &mut ClientWriter,
+    _session: Session<'_>,
+) -> io::Result<()> {
+    reply(write, show(request, daemon).await).await
+}
+
+async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
     let (run, path) = spill_of(r.id.clone(), daemon).await?;
     let defaults = ReadRequest::default();
     let request = ReadRequest {

@@ -4,38 +4,38 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::watch;
 
 use crate::daemon::readiness::Until;
 use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::{DEFAULT_COLS, DEFAULT_ROWS};
-use crate::protocol::cut::shown_end;
-use crate::protocol::{
-    ErrorCode, ErrorEvent, Event, LaggedEvent, RawEvent, RunId, RunRequest, StartedEvent,
-    StreamMode,
-};
+use crate::protocol::{ErrorCode, ErrorEvent, Event, RunId, RunRequest, StartedEvent, StreamMode};
 use crate::storage::follow::Start;
 use crate::storage::index::NewRun;
 use crate::supervisor;
 use crate::supervisor::limits::Resources;
-use crate::supervisor::{Finished, LaunchError, RunSpec, StopReason, TtySize, child_env};
+use crate::supervisor::{LaunchError, RunSpec, StopReason, TtySize, child_env};
 
-use super::follow::{follow_live, open_tail};
-use super::previews::running_event;
-use super::recorder::{Outcome, Record};
-use super::runs::{Cursors, RunEntry, Session, client_gone, hung_up};
-use super::{ClientWriter, Daemon, bad_request, exit_event, grep, rfc3339, send};
+use crate::daemon::client::{ClientWriter, Session, client_gone, hung_up, send};
+use crate::daemon::ending::watch_run;
+use crate::daemon::errors::{PATTERN_ECHO_BYTES, bad_request, cut_message};
+use crate::daemon::output::{follow_live, stream_raw};
+use crate::daemon::previews::running_event;
+use crate::daemon::recorder::Record;
+use crate::daemon::runs::{Cursors, RunEntry};
+use crate::daemon::state::Daemon;
+use crate::daemon::times::rfc3339;
 
 /// Starts a run and answers for it: `started`, then its `exit`, a `running` preview after
 /// `yield_ms`, or its output streamed and then its `exit`.
-pub(super) async fn serve_run(
+pub(in crate::daemon) async fn apply(
     request: RunRequest,
     daemon: &Arc<Daemon>,
     write: &mut ClientWriter,
@@ -94,7 +94,7 @@ pub(super) async fn serve_run(
         done: watch::channel(None).0,
         cursors: Cursors::default(),
     });
-    daemon.register(id.clone(), Arc::clone(&entry));
+    daemon.register(Arc::clone(&entry));
     let record = NewRun {
         id: id.clone(),
         argv,
@@ -129,6 +129,8 @@ pub(super) async fn serve_run(
     };
     let answer = async {
         send(write, &started).await?;
+        // The request was checked when parsed: it asks for an early answer or a stream, not
+        // both.
         match (yield_after.is_some() || until.is_some(), stream) {
             (true, None) => {
                 let ready = async {
@@ -162,12 +164,11 @@ pub(super) async fn serve_run(
                 }
                 Ok(())
             }
-            (true, Some(_)) => unreachable_mix(write).await,
-            (false, Some(StreamMode::Text)) => {
+            (_, Some(StreamMode::Text)) => {
                 let last = follow_live(&entry, Start::Line(1), write).await?;
                 send(write, &last).await
             }
-            (false, Some(StreamMode::Raw)) => {
+            (_, Some(StreamMode::Raw)) => {
                 let last = stream_raw(&entry, write).await?;
                 send(write, &last).await
             }
@@ -206,138 +207,6 @@ fn passed_stdin(
     }
 }
 
-/// `yield_ms` (or `until`) with `stream` is refused when the request is parsed; answers it
-/// anyway rather than panic.
-async fn unreachable_mix(write: &mut ClientWriter) -> io::Result<()> {
-    let message = "give either yield_ms/until or stream, not both";
-    send(write, &Event::error(ErrorCode::BadRequest, message)).await
-}
-
-/// Waits for a run to end, records it, tells everyone waiting, and retires it.
-async fn watch_run(
-    daemon: Arc<Daemon>,
-    entry: Arc<RunEntry>,
-    finished: oneshot::Receiver<Finished>,
-) {
-    let id = entry.id.clone();
-    let last = match finished.await {
-        Ok(mut finished) => {
-            tracing::info!(id = %id, status = finished.status.as_str(), "run ended");
-            annotate(&mut finished);
-            let outcome = daemon.record_end(&id, &finished).await;
-            note_unrecorded(&mut finished, &id, &outcome);
-            exit_event(id.clone(), finished)
-        }
-        Err(_) => Event::error(ErrorCode::Internal, format!("run {id} was lost")),
-    };
-    let last = Arc::new(last);
-    entry.done.send_replace(Some(Arc::clone(&last)));
-    daemon.retire(&entry, last);
-}
-
-/// Sends a run's raw output as it is read; a client that falls behind gets a `lagged` event
-/// and then the normalised text from the line where it was. Returns the run's last event.
-async fn stream_raw(entry: &RunEntry, write: &mut ClientWriter) -> io::Result<Arc<Event>> {
-    let Some(mut raw) = entry.live.take_raw() else {
-        return follow_live(entry, Start::Line(1), write).await;
-    };
-    let mut done = entry.done.subscribe();
-    let mut carry = Vec::new();
-    let mut delivered = 0;
-    loop {
-        let chunk = tokio::select! {
-            biased;
-            chunk = raw.recv() => chunk,
-            _ = done.changed() => {
-                // The reader has finished: what is left in the channel is all there is.
-                loop {
-                    match raw.try_recv() {
-                        Ok(chunk) => {
-                            send_raw(write, &mut carry, &chunk.bytes, false).await?;
-                        }
-                        Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                            return lagged(entry, delivered, write).await;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                send_raw(write, &mut carry, &[], true).await?;
-                return Ok(entry.finished().await);
-            }
-        };
-        match chunk {
-            Ok(chunk) => {
-                delivered = chunk.committed;
-                send_raw(write, &mut carry, &chunk.bytes, false).await?;
-            }
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                return lagged(entry, delivered, write).await;
-            }
-            Err(broadcast::error::RecvError::Closed) => return Ok(entry.finished().await),
-        }
-    }
-}
-
-/// A raw client fell behind: from here on it gets the normalised text, from the start of the
-/// line it had reached.
-async fn lagged(
-    entry: &RunEntry,
-    delivered: u64,
-    write: &mut ClientWriter,
-) -> io::Result<Arc<Event>> {
-    let Some(path) = entry.spill_path().map(Path::to_path_buf) else {
-        return Ok(entry.finished().await);
-    };
-    let line = match open_tail(path, Start::Byte(delivered)).await {
-        Ok(tail) => tail.next_line(),
-        Err(_) => 1,
-    };
-    send(write, &Event::Lagged(LaggedEvent { line })).await?;
-    follow_live(entry, Start::Line(line), write).await
-}
-
-/// Sends raw bytes as UTF-8, keeping a character cut at the end for the next chunk.
-async fn send_raw(
-    write: &mut ClientWriter,
-    carry: &mut Vec<u8>,
-    bytes: &[u8],
-    last: bool,
-) -> io::Result<()> {
-    carry.extend_from_slice(bytes);
-    let keep = match std::str::from_utf8(carry) {
-        Ok(_) => 0,
-        Err(e) if e.error_len().is_none() && !last => carry.len() - e.valid_up_to(),
-        Err(_) => 0,
-    };
-    let mut cut = carry.len() - keep;
-    if !last {
-        cut = held_back(&carry[..cut]);
-    }
-    if cut == 0 {
-        return Ok(());
-    }
-    let data = String::from_utf8_lossy(&carry[..cut]).into_owned();
-    carry.drain(..cut);
-    send(write, &Event::Raw(RawEvent { data })).await
-}
-
-/// Most bytes of a raw stream held back as a piece that could be a secret being written.
-const MAX_RAW_HOLD: usize = 4096;
-
-/// Where a raw chunk may end: before a trailing piece that could be a secret's start
-/// (`crate::protocol::cut`), which goes out with the next chunk, so redaction sees it whole.
-fn held_back(bytes: &[u8]) -> usize {
-    let Ok(text) = std::str::from_utf8(bytes) else {
-        return bytes.len();
-    };
-    let end = shown_end(text);
-    if bytes.len() - end > MAX_RAW_HOLD {
-        bytes.len()
-    } else {
-        end
-    }
-}
-
 /// Terminal type a run gets unless it asks otherwise (its size: the normaliser's defaults,
 /// [`DEFAULT_COLS`] x [`DEFAULT_ROWS`], which its screen model assumes when told nothing).
 const DEFAULT_TERM: &str = "xterm-256color";
@@ -351,35 +220,8 @@ fn launch_error(e: &LaunchError) -> Event {
     Event::error(code, e.to_string())
 }
 
-/// Tells the model, in the preview's notice, what was stopped and which limits were hit.
-pub(super) fn annotate(f: &mut Finished) {
-    crate::supervisor::leftovers::annotate(
-        &mut f.preview,
-        &f.stopped,
-        &f.limits_hit,
-        f.limits_note.as_deref(),
-    );
-}
-
-/// Tells the client, in one line after the preview's notice, that its run is not (wholly) in
-/// the run index, why, and what that means: the result it is given is all it will get from
-/// `history`. Nothing is said of a run that was recorded.
-fn note_unrecorded(f: &mut Finished, id: &RunId, outcome: &Outcome) {
-    let line = match outcome {
-        Outcome::Written | Outcome::Pending => return,
-        Outcome::Unrecorded(why) => format!(
-            "[spillway: run {id} was not recorded in the run index, so `spillway history` will \
-             not list it: {why}]"
-        ),
-        Outcome::EndUnrecorded(why) => format!(
-            "[spillway: the end of run {id} was not recorded in the run index, so `spillway \
-             history` shows it as running until a later daemon marks it interrupted: {why}]"
-        ),
-    };
-    crate::supervisor::leftovers::annotate(&mut f.preview, &[], &[], Some(&line));
-}
-
-/// Resolves a request into a run specification, with the daemon's defaults.
+/// Resolves a request (checked when parsed: `RunRequest::check`) into a run specification,
+/// with the daemon's defaults, held to the daemon's cap and to the engine's own bounds.
 fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorEvent> {
     let bad = bad_request;
     let limits = Limits::new(
@@ -393,10 +235,7 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         Some(ms) => Some(Duration::from_millis(ms)),
         None => daemon.default_timeout,
     };
-    let cwd = match r.cwd {
-        Some(cwd) if !cwd.starts_with('/') => {
-            return Err(bad(format!("cwd must be an absolute path, got {cwd:?}")));
-        }
+    let cwd = match &r.cwd {
         Some(cwd) => PathBuf::from(cwd),
         None => std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
     };
@@ -407,14 +246,9 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
     let term = tty
         .as_ref()
         .map(|_| r.term.as_deref().unwrap_or(DEFAULT_TERM));
+    let argv = r.program().map_err(bad)?;
     let base: BTreeMap<String, String> = r.base_env.unwrap_or_else(|| std::env::vars().collect());
-    let argv = match (r.argv, r.shell) {
-        (Some(argv), _) => argv,
-        (None, Some(shell)) => vec!["sh".into(), "-c".into(), shell],
-        (None, None) => return Err(bad("missing the command".into())),
-    };
     let max_spill = match r.max_spill {
-        Some(0) => return Err(bad("max_spill must be at least 1".into())),
         Some(n) if n > daemon.max_spill => {
             return Err(bad(format!(
                 "max_spill {n} is over this daemon's cap of {} bytes (its --max-spill)",
@@ -424,11 +258,9 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         Some(n) => n,
         None => daemon.max_spill,
     };
-    let max_tokens = match r.max_tokens {
-        Some(0) => return Err(bad("max_tokens must be at least 1".into())),
-        Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
-        None => None,
-    };
+    let max_tokens = r
+        .max_tokens
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     let resources = Resources {
         memory: r.memory,
         pids: r.pids,
@@ -436,16 +268,11 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
     };
     resources.check().map_err(bad)?;
     let highlights = if r.no_highlights.unwrap_or(false) {
-        if !r.highlight.is_empty() {
-            return Err(bad(
-                "give highlight patterns or no_highlights, not both".into()
-            ));
-        }
         None
     } else {
         Some(Patterns::with_extra(&r.highlight).map_err(|e| ErrorEvent {
             code: ErrorCode::BadPattern,
-            message: grep::cut_message(&e.to_string(), 4 * grep::PATTERN_ECHO_BYTES),
+            message: cut_message(&e.to_string(), 4 * PATTERN_ECHO_BYTES),
         })?)
     };
     Ok(RunSpec {

@@ -1,20 +1,33 @@
 //! `kill`: signals a run's process group and answers with its exit once it has ended.
 
+use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::protocol::{ErrorEvent, Event, KillRequest, KillSignal};
 use crate::supervisor::StopReason;
 
-use super::runs::running_run;
-use super::{Daemon, internal};
+use crate::daemon::client::{ClientWriter, Session, reply};
+use crate::daemon::errors::internal;
+use crate::daemon::state::Daemon;
 
 /// Past the kill grace, how long `kill` waits for the run to end before it answers anyway.
 const KILL_SLACK: Duration = Duration::from_secs(10);
 
+/// Answers `kill` with the run's exit once [`kill`] has seen it end, or the error that stood in its way.
+pub(in crate::daemon) async fn apply(
+    request: KillRequest,
+    daemon: &Arc<Daemon>,
+    write: &mut ClientWriter,
+    _session: Session<'_>,
+) -> io::Result<()> {
+    reply(write, kill(request, daemon).await).await
+}
+
 /// `kill`: signals a run's process group and answers with its exit once it has ended.
-pub(super) async fn kill(request: KillRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+async fn kill(request: KillRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
     let KillSignal(signal) = request.signal.unwrap_or_default();
-    let entry = running_run(&request.id, daemon, "be signalled").await?;
+    let entry = daemon.running_run(&request.id, "be signalled").await?;
     let _delivery = daemon.delivery();
     tracing::info!(id = %entry.id, signal = signal.as_str(), "kill requested");
     entry.stop(StopReason::Kill(signal));

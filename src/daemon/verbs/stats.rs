@@ -1,11 +1,25 @@
 //! `stats`: counts, disk use and the token accounting.
 
+use std::io;
+use std::sync::Arc;
+
 use crate::protocol::{ErrorEvent, Event, StatsEvent};
 use crate::storage::index::{TOKEN_STATS_COMMANDS, TOKEN_STATS_DAYS};
 
-use super::Daemon;
+use crate::daemon::client::{ClientWriter, Session, reply};
+use crate::daemon::state::Daemon;
 
-pub(super) async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
+/// Answers `stats` with [`stats`]'s event, or the error that stood in its way.
+pub(in crate::daemon) async fn apply(
+    _request: (),
+    daemon: &Arc<Daemon>,
+    write: &mut ClientWriter,
+    _session: Session<'_>,
+) -> io::Result<()> {
+    reply(write, stats(daemon).await).await
+}
+
+async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
     let index = daemon.with_index(|index| index.stats()).await?;
     // The token accounting's days: today (UTC) and the ones before it.
     let today = chrono::Utc::now().date_naive();

@@ -4,22 +4,25 @@
 //! A pattern is compiled and run on a blocking thread, under three bounds: its length
 //! ([`MAX_PATTERN_BYTES`]), what it may compile to ([`PATTERN_SIZE_LIMIT`], and
 //! [`PATTERN_DFA_LIMIT`] for its lazy DFA's cache), and how many greps search at once
-//! ([`grep_permits`]): the others wait their turn holding only their request. Before these,
+//! (`Daemon::greps`): the others wait their turn holding only their request. Before these,
 //! 64 greps at once with a pattern that compiles to 10 MiB took the daemon to 600 MiB, which it
 //! kept (the daemon now also trims its heap once quiet: `crate::daemon`). A refused pattern is
 //! quoted by its first bytes only: a 1 MB one used to come back three times over.
 
+use std::io;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-
-use std::path::Path;
 
 use crate::engine::redact::{Counts, Redactor};
 use crate::protocol::{ErrorCode, ErrorEvent, Event, GrepEvent, GrepLine, GrepRequest};
 use crate::storage::grep::{DEFAULT_MAX_COUNT, grep_file};
 use crate::storage::read::{CONTEXT_LINES, read_ranges};
 
-use super::{Daemon, bad_request, internal, spill_of};
+use crate::daemon::client::{ClientWriter, Session, reply};
+use crate::daemon::errors::{PATTERN_ECHO_BYTES, bad_request, cut_message, internal};
+use crate::daemon::spill_file::spill_of;
+use crate::daemon::state::Daemon;
 
 /// Longest grep pattern taken, in bytes: far beyond any real pattern, and a bound on what the
 /// greps waiting for a turn hold.
@@ -34,16 +37,17 @@ const PATTERN_SIZE_LIMIT: usize = 4 << 20;
 /// and pattern).
 const PATTERN_DFA_LIMIT: usize = 1 << 20;
 
-/// Bytes of a refused pattern quoted back in the error.
-pub(super) const PATTERN_ECHO_BYTES: usize = 100;
-
-/// Greps that compile and search at once: one per core, at most 4. The rest wait their turn,
-/// holding only their request, so memory stays bounded whatever the clients send.
-pub(super) fn grep_permits() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4))
+/// Answers `grep` with [`grep`]'s event, or the error that stood in its way.
+pub(in crate::daemon) async fn apply(
+    request: GrepRequest,
+    daemon: &Arc<Daemon>,
+    write: &mut ClientWriter,
+    _session: Session<'_>,
+) -> io::Result<()> {
+    reply(write, grep(request, daemon).await).await
 }
 
-pub(super) async fn grep(r: GrepRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+async fn grep(r: GrepRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
     if r.pattern.len() > MAX_PATTERN_BYTES {
         return Err(ErrorEvent {
             code: ErrorCode::BadPattern,
@@ -174,19 +178,6 @@ fn quote_start(text: &str) -> String {
         .find(|&i| text.is_char_boundary(i))
         .unwrap_or(0);
     format!("{:?}…", &text[..end])
-}
-
-/// `text` cut to about `max` bytes (at a character boundary), with `…` when cut: an error
-/// message that quotes a client's input must not grow with it.
-pub(super) fn cut_message(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let end = (0..=max)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]
