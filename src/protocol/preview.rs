@@ -127,65 +127,6 @@ impl NextSteps {
     }
 }
 
-impl Preview {
-    /// The preview of an output of `total_lines` lines that is shown whole: `content` is all
-    /// of it, and nothing was spilled, capped or redacted (callers set what differs).
-    pub fn whole(content: String, total_lines: u64) -> Preview {
-        Preview {
-            truncated: false,
-            total_bytes: content.len() as u64,
-            content,
-            spill_path: None,
-            total_lines,
-            truncated_by: None,
-            shown: if total_lines == 0 {
-                Vec::new()
-            } else {
-                vec![LineRange {
-                    first: 1,
-                    last: total_lines,
-                }]
-            },
-            omitted_lines: 0,
-            partial_line: None,
-            spill_capped: None,
-            redactions: Counts::new(),
-            next: None,
-        }
-    }
-
-    /// The content with its next steps worded by `steps` instead of as sent: the steps are
-    /// replaced where [`NextSteps`] says they stand, so nothing is parsed back out of text.
-    /// Content whose steps are not where they are said to be is left as it is.
-    pub fn reworded(&self, steps: &dyn NextStep) -> String {
-        let (Some(next), Some(spill)) = (&self.next, &self.spill_path) else {
-            return self.content.clone();
-        };
-        let spill = Path::new(spill);
-        let [read_start, read_end] = next.read_at;
-        let [search_start, search_end] = next.search_at;
-        let fits = read_start <= read_end
-            && read_end <= search_start
-            && search_start <= search_end
-            && search_end <= self.content.len()
-            && [read_start, read_end, search_start, search_end]
-                .iter()
-                .all(|&at| self.content.is_char_boundary(at));
-        if !fits {
-            return self.content.clone();
-        }
-        let c = &self.content;
-        format!(
-            "{}{}{}{}{}",
-            &c[..read_start],
-            steps.read_from(spill, next.read_from),
-            &c[read_end..search_start],
-            steps.search(spill, &next.search),
-            &c[search_end..]
-        )
-    }
-}
-
 /// A spill file that reached its cap: it holds the first `bytes` bytes of the output, which end
 /// inside or just before `line`, the first line it lacks (in part or whole).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,6 +27,7 @@ use crate::engine::highlight::Patterns;
 use crate::engine::normalise::Normaliser;
 use crate::engine::snapshot::{self, Cursor};
 use crate::engine::tokens;
+use crate::program::CliSteps;
 use crate::protocol::cut::shown_end;
 use crate::protocol::{Direction, Preview};
 use crate::supervisor::input::{Input, InputError, Keys};
@@ -213,7 +214,7 @@ impl Live {
         let (preview, (bytes, lines)) = {
             let mut engine = self.engine();
             engine.finish();
-            let preview = engine.preview(self.shape.direction, self.max_tokens);
+            let preview = engine.preview(self.shape.direction, &CliSteps, self.max_tokens);
             (preview, engine.capture().totals())
         };
         self.publish(bytes, lines);
@@ -232,7 +233,7 @@ impl Live {
         // A piece at the end of the unfinished line could be a secret being written: it is
         // shown once the line is complete, when redaction can see it whole.
         let pending = &pending[..shown_end(pending)];
-        let preview = snapshot::with_pending(&view, pending, self.shape.direction);
+        let preview = snapshot::with_pending(&view, pending, self.shape.direction, &CliSteps);
         let cursor = if view.total_bytes == 0 || view.ends_with_newline() {
             Cursor {
                 lines: view.total_lines,

@@ -38,7 +38,7 @@ pub fn reword(preview: &mut Preview, id: &RunId) {
 mod tests {
     use super::*;
     use crate::engine::capture::{Capture, Limits, SpillPolicy};
-    use crate::engine::preview::CliSteps;
+    use crate::program::CliSteps;
     use crate::protocol::Direction;
     use crate::storage::spill::DataDir;
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::engine::highlight::Patterns;
 use crate::engine::snapshot::{Cursor, RangeCapture};
+use crate::program::CliSteps;
 use crate::protocol::{
     Direction, ErrorCode, ErrorEvent, Event, ExitEvent, Preview, RunId, RunStatus, RunningEvent,
 };
@@ -126,7 +127,7 @@ pub(super) fn range_of_file(
         Ok(range)
     };
     let range = read().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(range.finish(pending, shape.direction, Some(path)))
+    Ok(range.finish(pending, shape.direction, &CliSteps, Some(path)))
 }
 
 /// The exit event `caller` gets: the run's own, or with `new` one whose preview covers only
@@ -209,7 +210,7 @@ pub(super) fn preview_of_file(path: &Path, limits: Option<Limits>) -> Result<Pre
         Ok(range)
     };
     let range = read().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(range.finish("", Direction::Both, Some(path)).0)
+    Ok(range.finish("", Direction::Both, &CliSteps, Some(path)).0)
 }
 
 /// The preview of a run whose output is gone: its counts, and a notice that says so.
