@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::protocol::{Event, ExitEvent, RunStatus};
+use crate::protocol::{Event, ExitEvent, Resource, RunStatus};
 
 /// Exit code for spillway's own failures (bad flags, unreadable input), as `timeout(1)` uses.
 pub(crate) const EXIT_FAILURE: u8 = 125;
@@ -53,7 +53,10 @@ pub(crate) fn status_line(exit: &ExitEvent) -> Option<String> {
         (_, Some(code), None) => format!("exited with code {code}"),
         (status, None, None) => format!("ended: {}", status.as_str()),
     };
-    let memory = exit.limits_hit.iter().find(|h| h.resource == "memory");
+    let memory = exit
+        .limits_hit
+        .iter()
+        .find(|h| h.resource == Resource::Memory);
     let how = match memory {
         Some(hit) => format!(
             "{how}: it reached its memory limit of {} and the kernel's OOM killer ended {}",

@@ -43,7 +43,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chrono::SecondsFormat;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
@@ -789,10 +788,6 @@ async fn send(write: &mut ClientWriter, event: &Event) -> std::io::Result<()> {
     }
 }
 
-fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
 /// The `exit` event of a run whose preview has been [`annotate`]d.
 fn exit_event(id: RunId, f: Finished) -> Event {
     let duration_ms = (f.ended_at - f.started_at).num_milliseconds().max(0) as u64;
@@ -802,8 +797,8 @@ fn exit_event(id: RunId, f: Finished) -> Event {
         exit_code: f.exit_code,
         signal: f.signal,
         duration_ms,
-        started_at: rfc3339(f.started_at),
-        ended_at: rfc3339(f.ended_at),
+        started_at: crate::protocol::time::wire_time(f.started_at),
+        ended_at: crate::protocol::time::wire_time(f.ended_at),
         first_line: None,
         stopped: f.stopped,
         limits_hit: f.limits_hit,

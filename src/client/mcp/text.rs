@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use crate::engine::redact::notice_line;
 use crate::protocol::RunRecord;
 use crate::protocol::{
-    ExitEvent, GrepEvent, HistoryEvent, RunId, RunStatus, RunningEvent, SentEvent, ShowEvent,
+    ExitEvent, GrepEvent, HistoryEvent, Resource, RunId, RunStatus, RunningEvent, SentEvent,
+    ShowEvent,
 };
 use crate::storage::grep::MAX_LINE_CHARS;
 
@@ -25,7 +26,11 @@ pub fn ending(exit: &ExitEvent) -> String {
         (_, Some(code), None) => format!("exited with code {code}"),
         (status, None, None) => format!("ended: {}", status.as_str()),
     };
-    let how = match exit.limits_hit.iter().find(|h| h.resource == "memory") {
+    let how = match exit
+        .limits_hit
+        .iter()
+        .find(|h| h.resource == Resource::Memory)
+    {
         Some(hit) => format!(
             "{how}: it reached its memory limit of {} and the kernel's OOM killer ended a \
              process (raise it with memory=...)",
@@ -252,8 +257,8 @@ mod tests {
             exit_code,
             signal,
             duration_ms: 1234,
-            started_at: String::new(),
-            ended_at: String::new(),
+            started_at: chrono::DateTime::UNIX_EPOCH,
+            ended_at: chrono::DateTime::UNIX_EPOCH,
             first_line: None,
             stopped: Vec::new(),
             limits_hit: Vec::new(),

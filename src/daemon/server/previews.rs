@@ -21,7 +21,8 @@ use crate::supervisor::progress::Shape;
 use crate::sync::lock;
 
 use super::runs::{Cursors, RunEntry, millis, unknown_run};
-use super::{Daemon, internal, rfc3339, spill_of};
+use super::{Daemon, internal, spill_of};
+use crate::protocol::time::wire_time;
 
 /// How long a preview of new output waits for the spill file to hold what the run has read.
 pub(super) const FILE_CATCH_UP: Duration = Duration::from_secs(2);
@@ -77,7 +78,7 @@ pub(super) async fn running_event(
     Event::Running(Box::new(RunningEvent {
         id: entry.id.clone(),
         pid: entry.pid,
-        started_at: rfc3339(entry.started_at),
+        started_at: wire_time(entry.started_at),
         elapsed_ms: millis(snapshot.stats.elapsed),
         idle_ms: millis(snapshot.stats.idle),
         first_line,
@@ -240,8 +241,8 @@ pub(super) fn exit_of_row(row: &RunRow, preview: Preview) -> Event {
         exit_code: row.exit_code,
         signal: row.signal,
         duration_ms,
-        started_at: rfc3339(row.started_at),
-        ended_at: rfc3339(ended_at),
+        started_at: wire_time(row.started_at),
+        ended_at: wire_time(ended_at),
         first_line: None,
         stopped: Vec::new(),
         limits_hit: Vec::new(),

@@ -6,8 +6,9 @@ use crate::protocol::{Event, LiveRun, PsEvent, PsRequest};
 use crate::storage::index::display_command;
 use crate::sync::lock;
 
+use super::Daemon;
 use super::runs::{RunEntry, millis};
-use super::{Daemon, rfc3339};
+use crate::protocol::time::wire_time;
 
 /// `ps`: the running commands, oldest first.
 pub(super) fn ps(request: &PsRequest, daemon: &Daemon) -> Event {
@@ -26,7 +27,7 @@ pub(super) fn ps(request: &PsRequest, daemon: &Daemon) -> Event {
                 shell: e.shell.clone(),
                 cwd: e.cwd.clone(),
                 tags: e.tags.clone(),
-                started_at: rfc3339(e.started_at),
+                started_at: wire_time(e.started_at),
                 elapsed_ms: millis(stats.elapsed),
                 idle_ms: millis(stats.idle),
                 total_lines: stats.lines,

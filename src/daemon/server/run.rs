@@ -31,7 +31,8 @@ use super::follow::{follow_live, open_tail};
 use super::previews::running_event;
 use super::recorder::{Outcome, Record};
 use super::runs::{Cursors, RunEntry, Session, client_gone, hung_up};
-use super::{ClientWriter, Daemon, bad_request, exit_event, grep, rfc3339, send};
+use super::{ClientWriter, Daemon, bad_request, exit_event, grep, send};
+use crate::protocol::time::wire_time;
 
 /// Starts a run and answers for it: `started`, then its `exit`, a `running` preview after
 /// `yield_ms`, or its output streamed and then its `exit`.
@@ -118,7 +119,7 @@ pub(super) async fn serve_run(
         id: id.clone(),
         pid: launched.pid,
         spill_path,
-        started_at: rfc3339(launched.started_at),
+        started_at: wire_time(launched.started_at),
     });
     let gone = async {
         if kill_on_disconnect {

@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 
 use crate::protocol::{DaemonStatus, Event, PROTOCOL_VERSION, StoppingEvent};
 
-use super::{Daemon, rfc3339};
+use super::Daemon;
+use crate::protocol::time::wire_time;
 
 /// What does not change while the daemon lives.
 pub(super) struct Identity {
@@ -36,7 +37,7 @@ pub(super) fn status(daemon: &Daemon) -> Event {
         protocol: PROTOCOL_VERSION,
         socket: identity.socket.to_string_lossy().into_owned(),
         data_dir: daemon.data_dir.root().to_string_lossy().into_owned(),
-        started_at: rfc3339(identity.started_at),
+        started_at: wire_time(identity.started_at),
         uptime_ms: u64::try_from(identity.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         runs: daemon.runs_in_flight() as u64,
         clients: daemon.clients.load(Ordering::SeqCst) as u64,
