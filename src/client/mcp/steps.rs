@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::protocol::{NextStep, Preview, RunId};
 
-use super::text::json_string;
+use super::words::json_string;
 
 /// Words a notice's next steps as calls of the server's own tools (`read_output`,
 /// `grep_output`), which find a run's spill by its id.
