@@ -60,7 +60,7 @@ pub(crate) fn status_line(exit: &ExitEvent) -> Option<String> {
     let how = match memory {
         Some(hit) => format!(
             "{how}: it reached its memory limit of {} and the kernel's OOM killer ended {}",
-            crate::supervisor::limits::human_bytes(hit.limit),
+            crate::words::human_bytes(hit.limit),
             if hit.events == 1 {
                 "a process".to_string()
             } else {

@@ -84,6 +84,12 @@ pub struct Preview {
     /// ([`Preview::reworded`]); absent when the notice gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<NextSteps>,
+    /// The bytes of `content`, `[start, end)`, of the line that names what the run's end
+    /// stopped, worded from the exit's `stopped` for the command line: a front end words the
+    /// same facts its own way there ([`Preview::reword_stopped`]). Absent when nothing was
+    /// stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<[usize; 2]>,
 }
 
 /// How a notice words the next steps, so each front end can name the commands or tools its
@@ -110,15 +116,18 @@ pub struct NextSteps {
     pub search_at: [usize; 2],
 }
 
+/// A span of bytes `[start, end)` moved by `delta` bytes.
+pub fn moved_span([start, end]: [usize; 2], delta: isize) -> [usize; 2] {
+    [
+        start.saturating_add_signed(delta),
+        end.saturating_add_signed(delta),
+    ]
+}
+
 impl NextSteps {
     /// The same steps with `content` grown (or shrunk) by `delta` bytes before them.
     pub fn moved(&self, delta: isize) -> NextSteps {
-        let at = |[start, end]: [usize; 2]| {
-            [
-                start.saturating_add_signed(delta),
-                end.saturating_add_signed(delta),
-            ]
-        };
+        let at = |span| moved_span(span, delta);
         NextSteps {
             read_at: at(self.read_at),
             search_at: at(self.search_at),

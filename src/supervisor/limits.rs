@@ -9,6 +9,7 @@
 //! limits are then not enforced, and the run's notice says so rather than pretend.
 
 use crate::protocol::{LimitHit, Resource};
+use crate::words::human_bytes;
 
 /// A run's ceilings; `None` is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -166,11 +167,6 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     } else {
         format!("{n} {many}")
     }
-}
-
-/// Bytes in binary units, as `--memory` takes them (`64.0 MiB`).
-pub fn human_bytes(bytes: u64) -> String {
-    bytesize::ByteSize::b(bytes).display().iec().to_string()
 }
 
 /// Sets `RLIMIT_AS` to `bytes` in a child between fork and exec (async-signal-safe: one

@@ -14,7 +14,6 @@
 //! calls of this server's tools ([`steps::McpSteps`]) on the way out.
 
 mod params;
-mod steps;
 mod words;
 
 use std::sync::Arc;
@@ -122,12 +121,11 @@ fn millis(seconds: Option<f64>, name: &str) -> Result<Option<u64>, String> {
 fn run_result(answer: RunAnswer) -> CallToolResult {
     match answer {
         RunAnswer::Exit(mut exit) => {
-            steps::reword(&mut exit.preview, &exit.id);
-            crate::supervisor::leftovers::reword_for_mcp(&mut exit.preview.content, &exit.stopped);
+            words::reword(&mut exit.preview, &exit.id, &exit.stopped);
             success(words::exit_text(&exit))
         }
         RunAnswer::Running(mut running) => {
-            steps::reword(&mut running.preview, &running.id);
+            words::reword(&mut running.preview, &running.id, &[]);
             success(words::running_text(&running))
         }
     }

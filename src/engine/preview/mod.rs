@@ -26,7 +26,7 @@ use std::path::Path;
 
 use crate::engine::capture::CaptureView;
 use crate::engine::redact::{Redactor, notice_line, unkept_notice_line};
-use crate::protocol::{Counts, Direction, LimitKind, LineRange, NextStep, Preview};
+use crate::protocol::{Counts, Direction, LimitKind, LineRange, NextStep, Preview, moved_span};
 
 use render::{render, shown_ranges};
 use select::{fit_tokens, select_with_highlights};
@@ -74,6 +74,7 @@ impl Preview {
             spill_capped: None,
             redactions: Counts::new(),
             next: None,
+            stopped_at: None,
         }
     }
 
@@ -107,6 +108,28 @@ impl Preview {
             &c[search_end..]
         )
     }
+
+    /// Words the line that names what the run's end stopped as `line` instead, where
+    /// `stopped_at` says it stands; the next steps' places move with the text after it. A
+    /// preview whose line is not where it is said to be is left as it is.
+    pub fn reword_stopped(&mut self, line: &str) {
+        let Some([start, end]) = self.stopped_at else {
+            return;
+        };
+        let c = &self.content;
+        if start > end || end > c.len() || !c.is_char_boundary(start) || !c.is_char_boundary(end) {
+            return;
+        }
+        self.content.replace_range(start..end, line);
+        self.stopped_at = Some([start, start + line.len()]);
+        let delta = line.len() as isize - (end - start) as isize;
+        if let Some(next) = &mut self.next
+            && next.read_at[0] >= end
+        {
+            *next = next.moved(delta);
+        }
+    }
+
     /// Builds the preview of `view` with the notice worded by `steps`.
     pub fn build(view: &CaptureView<'_>, direction: Direction, steps: &dyn NextStep) -> Preview {
         Self::build_with(view, direction, steps, None)
@@ -205,6 +228,7 @@ impl Preview {
             spill_capped: view.spill_capped,
             redactions: Counts::new(),
             next: None,
+            stopped_at: None,
         };
         (preview.content, preview.next) = render(view, &selection, &preview, steps, offset);
         preview
@@ -218,10 +242,7 @@ impl Preview {
     /// Runs on the bounded preview only, never on the whole output, so it costs the same
     /// however much the command printed.
     pub fn redact(&mut self, redactor: &Redactor) {
-        let (body, notice) = match self.content.rfind(NOTICE_START) {
-            Some(at) if self.truncated => self.content.split_at(at),
-            _ => (self.content.as_str(), ""),
-        };
+        let (body, notice) = self.content.split_at(self.output_end());
         let mut counts = Counts::new();
         let body = redactor.redact_parts(body, is_marker, &mut counts);
         let line = match self.spill_path {
@@ -233,6 +254,7 @@ impl Preview {
         };
         let moved = body.len() as isize - (self.content.len() - notice.len()) as isize;
         self.next = self.next.as_ref().map(|next| next.moved(moved));
+        self.stopped_at = self.stopped_at.map(|at| moved_span(at, moved));
         let mut content = body;
         content.push_str(notice);
         if !content.is_empty() && !content.ends_with('\n') {
@@ -243,6 +265,20 @@ impl Preview {
         self.content = content;
         for (kind, n) in counts {
             *self.redactions.entry(kind).or_default() += n;
+        }
+    }
+
+    /// Where the output's own text ends and spillway's lines begin: the notice of a cut
+    /// preview, or the line that names what the run's end stopped.
+    fn output_end(&self) -> usize {
+        let c = &self.content;
+        let notice = match c.rfind(NOTICE_START) {
+            Some(at) if self.truncated => at,
+            _ => c.len(),
+        };
+        match self.stopped_at {
+            Some([start, _]) if start <= notice && c.is_char_boundary(start) => start,
+            _ => notice,
         }
     }
 
