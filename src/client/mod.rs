@@ -23,5 +23,6 @@ pub(crate) mod mcp;
 pub(crate) mod ops;
 pub(crate) mod run_request;
 mod stdin;
+mod words;
 
 pub use connection::{Connection, Endpoint};

@@ -6,9 +6,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::client::words::{self, Ended, ready_reason};
 use crate::engine::redact::notice_line;
 use crate::protocol::{
-    ExitEvent, GrepEvent, HistoryEvent, NextStep, Preview, Resource, RunId, RunRecord, RunStatus,
+    ExitEvent, GrepEvent, HistoryEvent, NextStep, Preview, RunId, RunRecord, RunStatus,
     RunningEvent, SentEvent, ShowEvent, StoppedProcess,
 };
 use crate::storage::grep::MAX_LINE_CHARS;
@@ -80,18 +81,15 @@ pub fn stopped_line(stopped: &[StoppedProcess]) -> Option<String> {
 /// How a finished run ended, in words; a non-zero exit code is an outcome, not a failure of
 /// the tool, so it is said plainly.
 pub fn ending(exit: &ExitEvent) -> String {
-    let how = match (exit.status, exit.exit_code, exit.signal) {
-        (RunStatus::TimedOut, _, _) => "timed out; its process group was killed".to_string(),
-        (RunStatus::Killed, _, Some(signal)) => format!("was stopped by signal {signal}"),
-        (_, _, Some(signal)) => format!("was killed by signal {signal}"),
-        (_, Some(code), None) => format!("exited with code {code}"),
-        (status, None, None) => format!("ended: {}", status.as_str()),
+    let end = words::ending(exit);
+    let how = match end.ended {
+        Ended::TimedOut => "timed out; its process group was killed".to_string(),
+        Ended::Stopped(signal) => format!("was stopped by signal {signal}"),
+        Ended::Killed(signal) => format!("was killed by signal {signal}"),
+        Ended::Exited(code) => format!("exited with code {code}"),
+        Ended::Other(status) => format!("ended: {}", status.as_str()),
     };
-    let how = match exit
-        .limits_hit
-        .iter()
-        .find(|h| h.resource == Resource::Memory)
-    {
+    let how = match end.out_of_memory {
         Some(hit) => format!(
             "{how}: it reached its memory limit of {} and the kernel's OOM killer ended a \
              process (raise it with memory=...)",
@@ -130,7 +128,7 @@ pub fn running_text(running: &RunningEvent) -> String {
             text,
             "[spillway: run {id} is ready after {elapsed} ({}) and goes on until you call kill \
              with id=\"{id}\". Its new output: call wait with id=\"{id}\" yield_seconds=5]",
-            crate::daemon::readiness::describe(ready)
+            ready_reason(ready)
         );
         return text;
     }
