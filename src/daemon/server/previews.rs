@@ -17,7 +17,7 @@ use crate::protocol::{
 use crate::storage::follow::open_spill;
 use crate::storage::index::RunRow;
 use crate::supervisor;
-use crate::supervisor::progress::Shape;
+use crate::supervisor::live::Shape;
 use crate::sync::lock;
 
 use super::runs::{Cursors, RunEntry, millis, unknown_run};

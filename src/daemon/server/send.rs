@@ -7,7 +7,7 @@ use crate::protocol::{
     ErrorCode, ErrorEvent, Event, ResizeRequest, ResizedEvent, SendRequest, SentEvent,
 };
 use crate::supervisor::input::{DEFAULT_SEND_TIMEOUT, InputError, Keys};
-use crate::supervisor::progress::SendError;
+use crate::supervisor::live::SendError;
 
 use super::runs::{error, running_run};
 use super::{Daemon, internal};
