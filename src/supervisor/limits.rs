@@ -63,7 +63,7 @@ impl Resources {
             Resource::Pids => self.pids?,
             Resource::Cpu => return None,
         };
-        (events > 0).then(|| LimitHit {
+        (events > 0).then_some(LimitHit {
             resource,
             limit,
             events,

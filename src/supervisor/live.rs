@@ -8,10 +8,10 @@
 //! bytes on through a bounded [`broadcast`] channel that drops what a lagging receiver has not
 //! taken (the receiver learns how much, and falls back to the spill file).
 //!
-//! The daemon reads: a [`Snapshot`] (a preview of everything so far, including the line still
+//! The daemon reads: the output [`SoFar`] (a preview of everything so far, including the line still
 //! being written), the counters and the idle time, and types into the terminal through
-//! [`Live::send`]. Nothing the daemon does here can make the reader wait for long: a snapshot
-//! holds the lock only while it builds one bounded preview, and followers read the spill file,
+//! [`Live::send`]. Nothing the daemon does here can make the reader wait for long: a look at the output
+//! so far holds the lock only while it builds one bounded preview, and followers read the spill file,
 //! never the reader's memory.
 
 use std::path::{Path, PathBuf};
@@ -99,7 +99,7 @@ pub struct LiveStats {
 
 /// A preview of a running command's output so far.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub struct SoFar {
     pub preview: Preview,
     /// Bytes of text committed (in the spill, or on their way to it).
     pub committed: u64,
@@ -225,7 +225,7 @@ impl Live {
 
     /// A preview of everything so far, the line being written included. Blocks while the
     /// reader holds the capture (for one chunk), so call it off the async runtime.
-    pub fn snapshot(&self) -> Snapshot {
+    pub fn so_far(&self) -> SoFar {
         let mut engine = self.engine();
         engine.capture_mut().hand_off();
         let view = engine.capture().view();
@@ -245,7 +245,7 @@ impl Live {
                 offset: view.total_bytes - view.last_line_bytes,
             }
         };
-        let snapshot = Snapshot {
+        let so_far = SoFar {
             preview,
             committed: view.total_bytes,
             pending: pending.to_string(),
@@ -253,7 +253,7 @@ impl Live {
             stats: self.stats(),
         };
         drop(engine);
-        snapshot
+        so_far
     }
 
     /// Elapsed and idle time, lines and bytes so far.

@@ -45,7 +45,7 @@ pub(super) async fn running_event(
         let waiting = tty
             .then(|| supervisor::input_wait::waiting_for_input(pid))
             .flatten();
-        (live.snapshot(), waiting)
+        (live.so_far(), waiting)
     })
     .await;
     let (snapshot, waiting_for_input) = match looked {
