@@ -24,8 +24,8 @@ ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 def plain(raw):
     """The raw bytes as lines of text, escapes and carriage returns dropped (enough to find
     key lines, which are plain)."""
-    text = ESCAPES.sub("", raw.decode("utf-8", "replace")).replace("\r\n", "\n")
-    return [line.split("\r")[-1] for line in text.split("\n")]
+    text = ESCAPES.sub("", raw.decode("utf-8", "replace"))
+    return [line.rstrip("\r").split("\r")[-1] for line in text.split("\n")]
 
 
 def run(cmd, cwd):

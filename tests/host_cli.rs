@@ -467,6 +467,34 @@ fn opencode(world: &World, model: &ModelServer, permission: &Value) -> Output {
     world.env(&mut cmd).args(["run", "go"]).output().unwrap()
 }
 
+/// The tool results the model reads for `steps` without and with spillway installed in `host`,
+/// a host spillway joins after its shell tool ran: in both, the file the first step may try to
+/// remove (`keepme`) must survive, and the history must show the model's own commands.
+fn output_only_results(
+    host: &str,
+    steps: &Value,
+    run: impl Fn(&World, &ModelServer) -> Output,
+) -> [Vec<String>; 2] {
+    [false, true].map(|with_spillway| {
+        let world = World::new();
+        std::fs::write(world.project().join("keepme"), "x").unwrap();
+        if with_spillway {
+            world.install(host);
+        }
+        let dir = world.root.path().join("model");
+        std::fs::create_dir_all(&dir).unwrap();
+        let model = ModelServer::start(&dir, steps);
+        let out = run(&world, &model);
+        assert!(world.project().join("keepme").exists(), "{host}: {out:?}");
+        let history = model.history_commands();
+        assert!(
+            history.iter().all(|c| !c.contains("spillway")),
+            "{host}: the model's history shows a rewritten command: {history:?}"
+        );
+        model.tool_results()
+    })
+}
+
 #[test]
 fn opencode_rules_history_and_cap_hold_with_spillway() {
     let steps = json!([
@@ -474,26 +502,9 @@ fn opencode_rules_history_and_cap_hold_with_spillway() {
         {"command": "seq 1 200000 | sed 's/^/a wide line of output number /'"},
     ]);
     let permission = json!({"bash": {"*": "allow", "rm *": "deny"}});
-    let mut results = Vec::new();
-    for with_spillway in [false, true] {
-        let world = World::new();
-        std::fs::write(world.project().join("keepme"), "x").unwrap();
-        if with_spillway {
-            world.install("opencode");
-        }
-        let dir = world.root.path().join("model");
-        std::fs::create_dir_all(&dir).unwrap();
-        let model = ModelServer::start(&dir, &steps);
-        let out = opencode(&world, &model, &permission);
-        assert!(world.project().join("keepme").exists(), "{out:?}");
-        let history = model.history_commands();
-        assert!(
-            history.iter().all(|c| !c.contains("spillway")),
-            "the model's history shows a rewritten command: {history:?}"
-        );
-        results.push(model.tool_results());
-    }
-    let (without, with) = (&results[0], &results[1]);
+    let [without, with] = &output_only_results("opencode", &steps, |world, model| {
+        opencode(world, model, &permission)
+    });
     assert_eq!(with.len(), without.len(), "{with:?}");
     assert_eq!(with[0], without[0], "the refusal reads the same");
     let preview = with.last().unwrap();
@@ -504,6 +515,57 @@ fn opencode_rules_history_and_cap_hold_with_spillway() {
         "the tail is shown: {tail}"
     );
     assert!(preview.len() <= 50 * 1024 && preview.lines().count() <= 2_000);
+}
+
+/// Runs Copilot CLI headless in `world` against `model` (its own provider settings, offline:
+/// no GitHub login), with `flags` (its permission flags).
+fn copilot(world: &World, model: &ModelServer, flags: &[&str]) -> Output {
+    let mut cmd = Command::new(host_bin("copilot"));
+    world
+        .env(&mut cmd)
+        .env("COPILOT_OFFLINE", "true")
+        .env(
+            "COPILOT_PROVIDER_BASE_URL",
+            format!("http://127.0.0.1:{}/v1", model.port),
+        )
+        .env("COPILOT_PROVIDER_TYPE", "openai")
+        .env("COPILOT_PROVIDER_API_KEY", "x")
+        .env("COPILOT_MODEL", "gpt-5.5")
+        .args(["-p", "go"])
+        .args(flags)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn copilot_rules_history_and_saved_outputs_hold_with_spillway() {
+    let steps = json!([
+        {"command": "rm -f keepme"},
+        {"command": "echo short"},
+        {"command": "seq 1 100000; echo 'error: boom' >&2; exit 3"},
+    ]);
+    let flags = ["--allow-all-tools", "--deny-tool", "shell(rm)"];
+    let [without, with] = &output_only_results("copilot", &steps, |world, model| {
+        copilot(world, model, &flags)
+    });
+    assert_eq!(with.len(), 3, "{with:?}");
+    assert_eq!(
+        with[..2],
+        without[..2],
+        "the refusal and a short result read the same"
+    );
+    // Without spillway the model reads the first 500 characters of the output; with it, a
+    // preview with the end, the notice, and Copilot's own exit line, under Copilot's cap.
+    assert!(!without[2].contains("error: boom"), "{}", without[2]);
+    let preview = &with[2];
+    assert!(preview.starts_with("1\n2\n3\n"), "{preview}");
+    assert!(preview.contains("100000\nerror: boom\n"), "{preview}");
+    assert!(preview.contains("[spillway: output truncated"), "{preview}");
+    assert!(
+        preview.ends_with("completed with exit code 3>"),
+        "{preview}"
+    );
+    assert!(preview.chars().count() <= 20_000, "{} chars", preview.len());
 }
 
 #[test]

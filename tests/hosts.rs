@@ -22,7 +22,7 @@ const HOSTS: [&str; 5] = ["claude-code", "codex", "gemini", "opencode", "copilot
 
 /// The hosts whose hook rewrites the command (Claude Code runs it through the shell prefix and
 /// opencode replaces only the output: their hooks give no opinion).
-const REWRITING: [&str; 3] = ["codex", "gemini", "copilot"];
+const REWRITING: [&str; 2] = ["codex", "gemini"];
 
 /// The most bytes each rewriting host passes to its model before cutting (see
 /// `src/client/hook/budget.rs`).
@@ -120,7 +120,6 @@ fn answered_command(host: &str, answer: &Value) -> Option<String> {
         "claude-code" | "codex" => &answer["hookSpecificOutput"]["updatedInput"]["command"],
         "gemini" => &answer["hookSpecificOutput"]["tool_input"]["command"],
         "opencode" => &answer["args"]["command"],
-        "copilot" => &answer["modifiedArgs"]["command"],
         other => panic!("unknown host {other}"),
     };
     command.as_str().map(str::to_string)
@@ -253,7 +252,7 @@ fn the_hook_leaves_alone_what_it_should() {
             let once = rewritten(&daemon, host, "ls", cwd.path());
             no_answer(host_input(host, &once, cwd.path()), &[]);
         } else {
-            // Claude Code and opencode: never a rewrite, whatever the command.
+            // Claude Code, opencode and Copilot CLI: never a rewrite, whatever the command.
             no_answer(host_input(host, "rm -f x; ls", cwd.path()), &[]);
         }
         for garbage in [
@@ -323,6 +322,86 @@ fn the_opencode_plugin_replaces_only_a_cut_output() {
     assert!(preview.contains("[spillway: "), "the notice is there");
     assert!(preview.len() <= 50 * 1024, "{} bytes", preview.len());
     assert!(preview.lines().count() <= 2_000);
+}
+
+/// Copilot CLI's `postToolUse` input for a shell call whose result the model would read.
+fn copilot_result(text: &str) -> Value {
+    json!({
+        "sessionId": "s1",
+        "timestamp": 1_763_942_400_000u64,
+        "cwd": "/tmp",
+        "toolName": "bash",
+        "toolArgs": {"command": "make", "description": "d"},
+        "toolResult": {"resultType": "success", "textResultForLlm": text}
+    })
+}
+
+#[test]
+fn the_copilot_hook_replaces_only_an_output_copilot_saved() {
+    let daemon = TestDaemon::start();
+    // Copilot CLI saves an output over 20,000 characters to $TMPDIR/<ms>-copilot-tool-output-
+    // <...>.txt and tells the model where, with its first 500 characters and its exit line.
+    let saved = tempfile::Builder::new()
+        .prefix("1795707989410-copilot-tool-output-")
+        .suffix(".txt")
+        .tempfile_in("/tmp")
+        .unwrap();
+    let text: String = (1..=100_000).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(saved.path(), format!("{text}error: boom\n")).unwrap();
+    let note = |path: &Path| {
+        format!(
+            "Output too large to read at once (1.1 MB). Saved to: {}\nConsider using tools like \
+             rg.\n\nPreview (first 500 chars):\nline 1\nline 2\n\n<shellId: 4 completed with exit \
+             code 2>",
+            path.display()
+        )
+    };
+    let out = hook(
+        &daemon,
+        "copilot",
+        &copilot_result(&note(saved.path())),
+        &[],
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON answer ({e}): {out:?}"));
+    let result = &answer["modifiedResult"];
+    assert_eq!(result["resultType"], "success");
+    let shown = result["textResultForLlm"].as_str().unwrap();
+    assert!(shown.starts_with("line 1\nline 2\n"), "{shown}");
+    assert!(shown.contains("error: boom\n"), "the end is shown: {shown}");
+    assert!(shown.contains("[spillway: output truncated"), "{shown}");
+    assert!(
+        shown.ends_with("]\n\n<shellId: 4 completed with exit code 2>"),
+        "Copilot's exit line is kept, last: {shown}"
+    );
+    assert!(shown.chars().count() <= 20_000, "{} chars", shown.len());
+    // The notice's spill holds the whole output, byte for byte.
+    let spill = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("Full output: "))
+        .expect("a spill path");
+    assert_eq!(
+        std::fs::read_to_string(spill).unwrap(),
+        format!("{text}error: boom\n")
+    );
+
+    // A result Copilot kept whole, and a look-alike note naming another file, are left alone.
+    let other = tempfile::NamedTempFile::new_in("/tmp").unwrap();
+    std::fs::write(other.path(), &text).unwrap();
+    for result in ["line 1\nline 2\n".to_string(), note(other.path())] {
+        let out = hook(&daemon, "copilot", &copilot_result(&result), &[]);
+        assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    }
+    // A link with the host's name is not followed.
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let link = Path::new("/tmp").join(format!(
+        "1795707989411-copilot-tool-output-{}.txt",
+        dir.path().file_name().unwrap().to_string_lossy()
+    ));
+    std::os::unix::fs::symlink(other.path(), &link).unwrap();
+    let out = hook(&daemon, "copilot", &copilot_result(&note(&link)), &[]);
+    std::fs::remove_file(&link).unwrap();
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
 }
 
 /// Every file under `root`, with its bytes, and every directory.

@@ -3,6 +3,7 @@
 mod cli_details;
 mod daemon;
 mod daemon_cli;
+mod docs;
 mod engine;
 mod escapes;
 mod examples;

@@ -142,7 +142,7 @@ impl UntilArgs {
     }
 }
 
-/// Resource limits for the whole run (cgroups; see the README for what holds where).
+/// Resource limits for the whole run (cgroups; docs/daemon.md says what holds where).
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ResourceArgs {
     /// Most memory for the whole run (e.g. 512MiB); past it the kernel's OOM killer ends a

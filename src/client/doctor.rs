@@ -195,7 +195,9 @@ fn activity(host: Host) -> &'static str {
         }
         Host::Gemini => "yes (a project's settings: in a trusted folder)",
         Host::Opencode => "yes: output opencode cuts is replaced by spillway's preview",
-        Host::Copilot => "yes",
+        Host::Copilot => {
+            "yes: output Copilot CLI saves to a file is replaced by spillway's preview"
+        }
     }
 }
 
@@ -204,10 +206,10 @@ fn sample(host: Host) -> String {
     match host {
         Host::ClaudeCode => "runs it as the model wrote it, through the shell prefix".into(),
         Host::Opencode => "runs as opencode runs it; only a cut output is replaced".into(),
+        Host::Copilot => "runs as Copilot CLI runs it; only an output it saves is replaced".into(),
         _ => {
             let cwd = std::env::current_dir().unwrap_or_default();
             let input = match host {
-                Host::Copilot => json!({"toolName": "bash", "toolArgs": {"command": SAMPLE}}),
                 Host::Gemini => json!({"tool_name": "run_shell_command", "cwd": cwd,
                                        "tool_input": {"command": SAMPLE}}),
                 _ => json!({"tool_name": "Bash", "cwd": cwd, "tool_input": {"command": SAMPLE}}),

@@ -2,8 +2,8 @@
 """A scripted model for driving the agent hosts' real CLIs on 127.0.0.1, with no login.
 
 It speaks the four wire formats the hosts use: Anthropic Messages (Claude Code), OpenAI
-Responses (Codex), OpenAI Chat Completions (opencode) and Gemini generateContent (Gemini CLI),
-streaming or not. The script is a JSON file: {"steps": [STEP, ...]}, where a step is
+Responses (Codex), OpenAI Chat Completions (opencode, Copilot CLI) and Gemini generateContent
+(Gemini CLI), streaming or not. The script is a JSON file: {"steps": [STEP, ...]}, where a step is
 {"command": "...", ...extra tool arguments} (a shell tool call) or {"text": "..."} (a final
 answer). The step a request gets is the number of tool results already in its conversation,
 so a host that retries or asks side questions (titles, summaries) never skips a step; a

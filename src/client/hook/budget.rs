@@ -11,7 +11,8 @@
 //!   and it puts a header (exit code, wall time) before the output;
 //! - Gemini CLI keeps the first 8,000 and last 32,000 characters of a result over 40,000;
 //! - opencode keeps the last 2,000 lines or 50 KiB;
-//! - Copilot CLI's cap is not documented: Claude Code's default is assumed.
+//! - Copilot CLI keeps a result of up to 20,000 characters whole and saves a longer one to a
+//!   file, showing the model its first 500 characters.
 
 use super::Host;
 
@@ -22,6 +23,9 @@ const MARGIN: u64 = 2_500;
 
 /// Claude Code's cap when `BASH_MAX_OUTPUT_LENGTH` is unset.
 const CLAUDE_DEFAULT_CAP: u64 = 30_000;
+
+/// Copilot CLI's cap: a longer result is saved to a file.
+const COPILOT_CAP: u64 = 20_000;
 
 /// Claude Code's cap on a failed command's output.
 const CLAUDE_FAILED_CAP: u64 = 10_000;
@@ -48,7 +52,7 @@ impl Budget {
 pub(crate) fn for_host(host: Host, env: impl Fn(&str) -> Option<String>) -> Budget {
     let unlimited_lines = 2_000;
     let (max_lines, cap) = match host {
-        Host::ClaudeCode | Host::Copilot => {
+        Host::ClaudeCode => {
             let cap = env("BASH_MAX_OUTPUT_LENGTH")
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .filter(|&n| n > 0)
@@ -56,6 +60,7 @@ pub(crate) fn for_host(host: Host, env: impl Fn(&str) -> Option<String>) -> Budg
             (unlimited_lines, cap.min(CLAUDE_FAILED_CAP))
         }
         Host::Codex => (unlimited_lines, 10_000),
+        Host::Copilot => (unlimited_lines, COPILOT_CAP),
         Host::Gemini => (unlimited_lines, 40_000),
         // 2,000 lines: the notice and fold markers are lines too.
         Host::Opencode => (1_900, 50 * 1_024),
@@ -78,6 +83,7 @@ mod tests {
         assert_eq!(for_host(Host::ClaudeCode, none).max_bytes, 7_500);
         assert_eq!(for_host(Host::Codex, none).max_bytes, 7_500);
         assert_eq!(for_host(Host::Gemini, none).max_bytes, 37_500);
+        assert_eq!(for_host(Host::Copilot, none).max_bytes, 17_500);
         assert_eq!(for_host(Host::Opencode, none).max_lines, 1_900);
         let small = |name: &str| (name == "BASH_MAX_OUTPUT_LENGTH").then(|| "5000".to_string());
         assert_eq!(for_host(Host::ClaudeCode, small).max_bytes, 2_500);

@@ -1,11 +1,11 @@
 //! Each host's hook contract: the JSON it sends for a shell tool call, and the answer that
-//! replaces the command. Checked against the hosts' documentation and source (the README's
+//! replaces the command. Checked against the hosts' documentation and source (docs/hosts.md's
 //! "In every agent host with one command" says which versions).
 
 use serde_json::{Map, Value, json};
 
 use super::rules::RuleWords;
-use super::{Context, Host, rewrite};
+use super::{Context, Host, budget, rewrite, saved_output};
 
 /// The answer to print for `input`, or None for "no opinion" (the host runs the call as is).
 pub fn answer(host: Host, input: &[u8], ctx: &Context) -> Option<String> {
@@ -123,33 +123,30 @@ fn opencode(_input: &Map<String, Value>, _ctx: &Context) -> Option<Value> {
     None
 }
 
-/// Copilot CLI (`preToolUse`): `toolName` and `toolArgs` (an object, or the same as a JSON
-/// string); the answer is `modifiedArgs`, with no `permissionDecision`, so Copilot's own approval
-/// flow still applies. The VS Code-compatible payload (`PreToolUse`, `tool_name`,
-/// `tool_input`) is answered with `hookSpecificOutput.updatedInput`.
+/// Copilot CLI (`postToolUse`): after its shell tool ran, a result Copilot saved to a file
+/// because it was too long (the model would read its first 500 characters) is replaced by
+/// spillway's preview of that file, with Copilot's exit line; any other result is left as it
+/// is. The `preToolUse` calls of hooks that earlier versions of `init` wrote get no opinion:
+/// Copilot CLI asks for approval of a call whose arguments a hook changed, which headless
+/// (`-p`) denies, even with `--allow-all-tools`.
 fn copilot(input: &Map<String, Value>, ctx: &Context) -> Option<Value> {
-    if input.contains_key("toolName") || input.contains_key("toolArgs") {
-        if !is_tool(input, "toolName", &["bash"]) {
-            return None;
-        }
-        let args = match input.get("toolArgs")? {
-            Value::Object(args) => args.clone(),
-            Value::String(text) => serde_json::from_str::<Map<String, Value>>(text).ok()?,
-            _ => return None,
-        };
-        let modified = rewritten_args(Host::Copilot, &args, ctx)?;
-        return Some(json!({ "modifiedArgs": modified }));
-    }
-    if !is_tool(input, "tool_name", &["bash", "Bash"]) {
+    if !is_tool(input, "toolName", &["bash"]) {
         return None;
     }
-    let updated = rewritten_args(Host::Copilot, input.get("tool_input")?.as_object()?, ctx)?;
-    Some(json!({
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "updatedInput": updated,
-        }
-    }))
+    let result = input.get("toolResult")?.as_object()?;
+    let text = result.get("textResultForLlm")?.as_str()?;
+    let file = saved_output::saved_file(text)?;
+    let budget = budget::for_host(Host::Copilot, |name| std::env::var(name).ok());
+    let preview = saved_output::preview(&ctx.program, &file, budget)?;
+    let text = match saved_output::exit_line(text) {
+        Some(exit) => format!("{}\n\n{exit}", preview.trim_end()),
+        None => preview,
+    };
+    let kind = result
+        .get("resultType")
+        .cloned()
+        .unwrap_or(json!("success"));
+    Some(json!({ "modifiedResult": { "textResultForLlm": text, "resultType": kind } }))
 }
 
 #[cfg(test)]
@@ -241,18 +238,11 @@ mod tests {
     }
 
     #[test]
-    fn copilot_takes_args_as_a_json_string_too() {
-        let out = ask(
-            Host::Copilot,
-            json!({"toolName": "bash", "toolArgs": "{\"command\":\"ls\",\"description\":\"d\"}"}),
-        )
-        .unwrap();
-        assert!(
-            out["modifiedArgs"]["command"]
-                .as_str()
-                .unwrap()
-                .ends_with("bash -c ls")
-        );
-        assert_eq!(out["modifiedArgs"]["description"], "d");
+    fn copilot_leaves_calls_and_short_results_alone() {
+        let call = json!({"toolName": "bash", "toolArgs": {"command": "ls"}});
+        assert_eq!(ask(Host::Copilot, call), None);
+        let short = json!({"toolName": "bash", "toolArgs": {"command": "ls"},
+                           "toolResult": {"resultType": "success", "textResultForLlm": "a\nb"}});
+        assert_eq!(ask(Host::Copilot, short), None);
     }
 }

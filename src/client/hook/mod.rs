@@ -13,6 +13,7 @@ pub(crate) mod budget;
 mod host;
 pub mod prefix;
 mod rules;
+mod saved_output;
 
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
@@ -30,7 +31,7 @@ pub enum Host {
     Gemini,
     /// opencode: a plugin whose `tool.execute.before` asks `spillway hook opencode`.
     Opencode,
-    /// GitHub Copilot CLI: a `preToolUse` hook in a `hooks/*.json` file.
+    /// GitHub Copilot CLI: a `postToolUse` hook in a `hooks/*.json` file.
     Copilot,
 }
 

@@ -109,7 +109,7 @@ pub(crate) fn edits(host: Host, setup: &Setup) -> Vec<Edit> {
                 (
                     "hooks",
                     obj([(
-                        "preToolUse",
+                        "postToolUse",
                         Json::Array(vec![obj([
                             ("type", string("command")),
                             ("matcher", string("bash")),
