@@ -106,4 +106,29 @@ mod tests {
         assert!(line.contains("sleep 4 (pid 4); and 2 more"), "{line}");
         assert!(line.contains("--until-port PORT"), "{line}");
     }
+
+    #[test]
+    fn the_stopped_line_is_placed_by_its_facts() {
+        let stopped = [server_at(8000)];
+        let mut preview = Preview {
+            shown: Vec::new(),
+            ..Preview::whole("served".into(), 1)
+        };
+        let pids = LimitHit {
+            resource: crate::protocol::Resource::Pids,
+            limit: 4,
+            events: 2,
+        };
+        annotate(&mut preview, &stopped, &[pids], Some("[spillway: a note]"));
+        let [start, end] = preview.stopped_at.unwrap();
+        assert_eq!(&preview.content[..start], "served\n");
+        assert_eq!(preview.content[start..end], cli_notice(&stopped).unwrap());
+        assert!(preview.content.ends_with("[spillway: a note]\n"));
+        annotate(&mut preview, &[], &[], Some("[spillway: recorded late]"));
+        assert_eq!(
+            preview.stopped_at,
+            Some([start, end]),
+            "a later line moves nothing"
+        );
+    }
 }

@@ -437,6 +437,39 @@ mod tests {
     }
 
     /// Previews of `text` with CLI and MCP wording, spilled under `dir_name`.
+    /// A cut preview with a secret in its shown lines and a stopped server: after the daemon's
+    /// redaction (which moves the notice and the stopped line), the MCP words both its steps
+    /// and its stopped line where the facts say, and the rest of the text stays as it was.
+    #[test]
+    fn a_redacted_cut_preview_is_reworded_where_its_facts_say() {
+        let mut text = String::from("token=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789\n");
+        text.push_str(&numbered(100));
+        let (mut cli, _) = both_wordings(&text, 6, Direction::Both, "d");
+        let stopped = [server_at(8000)];
+        crate::supervisor::leftovers::annotate(&mut cli, &stopped, &[], None);
+        cli.redact(crate::engine::redact::Redactor::builtin());
+        let [start, end] = cli.stopped_at.unwrap();
+        assert!(
+            cli.content[start..end].starts_with("[spillway: stopped what the command left"),
+            "{}",
+            cli.content
+        );
+        let before = cli.content[..cli.next.as_ref().unwrap().read_at[0]].to_string();
+        let after = cli.content[end..].to_string();
+        reword(&mut cli, &id(), &stopped);
+        let content = &cli.content;
+        assert!(content.starts_with(&before), "{content}");
+        assert!(content.ends_with(&after), "{content}");
+        assert!(
+            content.contains(&stopped_line(&stopped).unwrap()),
+            "{content}"
+        );
+        assert!(content.contains("call read_output with id="), "{content}");
+        for cli_word in ["spillway read", "grep -n", "spillway run"] {
+            assert!(!content.contains(cli_word), "{cli_word}: {content}");
+        }
+    }
+
     fn both_wordings(
         text: &str,
         lines: u64,

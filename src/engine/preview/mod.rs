@@ -26,10 +26,10 @@ use std::path::Path;
 
 use crate::engine::capture::CaptureView;
 use crate::engine::redact::{Redactor, notice_line, unkept_notice_line};
-use crate::protocol::{Counts, Direction, LimitKind, LineRange, NextStep, Preview, moved_span};
+use crate::protocol::{Counts, Direction, LineRange, NextStep, Preview, moved_span};
 
 use render::{render, shown_ranges};
-use select::{fit_tokens, select_with_highlights};
+use select::select_within;
 
 /// What separates a preview's lines from its notice.
 const NOTICE_START: &str = "\n\n[spillway: ";
@@ -187,34 +187,9 @@ impl Preview {
                 ..Preview::whole(content, view.total_lines)
             };
         }
-        let (max_lines, max_bytes) = (limits.max_lines(), limits.max_bytes());
-        let (selection, by_tokens) = match max_tokens {
-            None => (
-                select_with_highlights(view, direction, max_lines, max_bytes),
-                false,
-            ),
-            Some(n) => fit_tokens(view, direction, n),
-        };
+        let (selection, truncated_by) = select_within(view, direction, max_tokens);
         let shown = shown_ranges(&selection, view.total_lines);
         let shown_lines: u64 = shown.iter().map(|r| r.last - r.first + 1).sum();
-        let over_lines = view.total_lines > max_lines as u64;
-        let truncated_by = if by_tokens
-            || (!over_lines && view.total_bytes <= max_bytes as u64 && max_tokens.is_some())
-        {
-            LimitKind::Tokens
-        } else if !over_lines {
-            LimitKind::Bytes
-        } else if view.total_bytes <= max_bytes as u64 {
-            LimitKind::Lines
-        } else {
-            // Both are over: the one the shown text used more of bound it.
-            let (lines, bytes) = selection.shown_size();
-            if lines as u64 * max_bytes as u64 >= bytes as u64 * max_lines as u64 {
-                LimitKind::Lines
-            } else {
-                LimitKind::Bytes
-            }
-        };
         let mut preview = Preview {
             truncated: true,
             content: String::new(),
@@ -301,7 +276,7 @@ mod tests {
     use super::*;
     use crate::engine::capture::{Capture, Limits, SpillPolicy};
     use crate::program::CliSteps;
-    use crate::protocol::{LineRange, PartialLine};
+    use crate::protocol::{LimitKind, LineRange, PartialLine};
     use crate::storage::spill::DataDir;
     use std::path::Path;
 

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use crate::engine::capture::CaptureView;
 use crate::engine::highlight::kind_of;
 use crate::engine::outline::{Fold, Segment};
-use crate::protocol::Direction;
+use crate::protocol::{Direction, LimitKind};
 
 use super::partial::{Partial, next_in_part, partial};
 use super::pick::{Highlight, choose_highlights};
@@ -87,6 +87,42 @@ impl Selection {
 /// Share of each limit the highlights may take, out of the head and tail's budget.
 const HIGHLIGHT_SHARE: usize = 5; // one fifth: 20 %
 
+/// Selects what a cut preview of `view` shows within its limits (and `max_tokens`, when
+/// given), and which limit cut it.
+pub(super) fn select_within(
+    view: &CaptureView<'_>,
+    direction: Direction,
+    max_tokens: Option<usize>,
+) -> (Selection, LimitKind) {
+    let (max_lines, max_bytes) = (view.limits.max_lines(), view.limits.max_bytes());
+    let (selection, by_tokens) = match max_tokens {
+        None => (
+            select_with_highlights(view, direction, max_lines, max_bytes),
+            false,
+        ),
+        Some(n) => fit_tokens(view, direction, n),
+    };
+    let over_lines = view.total_lines > max_lines as u64;
+    let cut_by = if by_tokens
+        || (!over_lines && view.total_bytes <= max_bytes as u64 && max_tokens.is_some())
+    {
+        LimitKind::Tokens
+    } else if !over_lines {
+        LimitKind::Bytes
+    } else if view.total_bytes <= max_bytes as u64 {
+        LimitKind::Lines
+    } else {
+        // Both are over: the one the shown text used more of bound it.
+        let (lines, bytes) = selection.shown_size();
+        if lines as u64 * max_bytes as u64 >= bytes as u64 * max_lines as u64 {
+            LimitKind::Lines
+        } else {
+            LimitKind::Bytes
+        }
+    };
+    (selection, cut_by)
+}
+
 /// What one end takes: how many segments, and the lines and bytes they show.
 #[derive(Debug, Default, Clone, Copy)]
 struct Taken {
@@ -122,7 +158,7 @@ fn take<'a>(
 /// fits, then grows back by bisection towards the smallest budget known not to fit: a budget
 /// that shrank too far would leave a fifth of the tokens unused, and a line of few tokens per
 /// byte (a rule of `=`, a hash) makes the proportion a poor guess.
-pub(super) fn fit_tokens(
+fn fit_tokens(
     view: &CaptureView<'_>,
     direction: Direction,
     max_tokens: usize,
@@ -200,7 +236,7 @@ pub(super) fn shown_lines_of(seg: &Segment) -> impl Iterator<Item = &str> {
 
 /// Selects head and tail lines; when lines are omitted and some of them look like errors,
 /// gives those up to [`HIGHLIGHT_SHARE`] of the budget and the ends the rest.
-pub(super) fn select_with_highlights(
+fn select_with_highlights(
     view: &CaptureView<'_>,
     direction: Direction,
     max_lines: usize,
