@@ -229,7 +229,7 @@ fn shown_text(view: &CaptureView<'_>, s: &Selection) -> String {
 }
 
 /// The lines a segment shows: its first, and a similar run's last.
-pub(super) fn shown_lines_of(seg: &Segment) -> impl Iterator<Item = &str> {
+fn shown_lines_of(seg: &Segment) -> impl Iterator<Item = &str> {
     let last = (seg.fold == Fold::Similar).then_some(seg.last.text.as_str());
     std::iter::once(seg.head.text.as_str()).chain(last)
 }
