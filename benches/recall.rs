@@ -22,7 +22,7 @@ use serde::Deserialize;
 use spillway::engine::capture::{Capture, Limits, SpillPolicy};
 use spillway::engine::highlight::Patterns;
 use spillway::engine::normalise::{NormaliseOptions, normalise};
-use spillway::engine::preview::CliSteps;
+use spillway::program::CliSteps;
 use spillway::protocol::{Direction, Preview};
 
 #[derive(Debug, Deserialize)]

@@ -29,3 +29,4 @@ pub mod protocol;
 pub mod storage;
 pub mod supervisor;
 pub mod sync;
+pub mod words;

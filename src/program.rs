@@ -6,6 +6,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use crate::protocol::NextStep;
+
 /// The program's name for hints, worked out once per process.
 pub fn program() -> &'static str {
     static NAME: OnceLock<String> = OnceLock::new();
@@ -47,6 +49,29 @@ fn same_file(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
     }
+}
+
+/// The next steps of a notice as command lines (`spillway read`, `grep`): what the wire's
+/// notice names, given to the engine by whoever asks it for a preview.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CliSteps;
+
+impl NextStep for CliSteps {
+    fn read_from(&self, spill: &Path, line: u64) -> String {
+        format!("{} read {} --offset {line}", program(), quote(spill))
+    }
+
+    fn search(&self, spill: &Path, pattern: &str) -> String {
+        // Always quoted: a pattern is read as one, even the placeholder.
+        let pattern = pattern.replace('\'', r"'\''");
+        format!("grep -n -E '{pattern}' {}", quote(spill))
+    }
+}
+
+/// Quotes a path for a shell command line, only when it needs it.
+fn quote(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    shlex::try_quote(&text).map_or_else(|_| text.to_string(), |q| q.into_owned())
 }
 
 #[cfg(test)]

@@ -223,7 +223,7 @@ proptest! {
     ) {
         use spillway::engine::driver::Engine;
         use spillway::engine::normalise::Normaliser;
-        use spillway::engine::preview::CliSteps;
+        use spillway::program::CliSteps;
         use spillway::protocol::Preview;
 
         let mut input = input;

@@ -15,7 +15,7 @@ use spillway::engine::capture::{Capture, Limits, SpillPolicy};
 use spillway::engine::driver::Engine;
 use spillway::engine::highlight::Patterns;
 use spillway::engine::normalise::{NormaliseOptions, Normaliser, normalise};
-use spillway::engine::preview::CliSteps;
+use spillway::program::CliSteps;
 use spillway::protocol::{Direction, LimitKind, LineRange, NextStep, Preview};
 use spillway::protocol::{Event, Request, parse_request};
 use spillway::storage::spill::DataDir;
@@ -267,7 +267,7 @@ fn run(case: &EngineCase<'_>, cuts: &[usize], root: &Path) -> Run {
         engine.feed(piece);
     }
     engine.finish();
-    let preview = engine.preview(case.direction, case.max_tokens);
+    let preview = engine.preview(case.direction, &CliSteps, case.max_tokens);
     let path = preview.spill_path.as_ref().expect("a spill path");
     let spill = std::fs::read_to_string(path).expect("the spill file");
     Run { preview, spill }

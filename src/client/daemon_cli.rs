@@ -107,7 +107,7 @@ fn status(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
         duration(chrono::Duration::milliseconds(
             i64::try_from(status.uptime_ms).unwrap_or(i64::MAX)
         )),
-        status.started_at
+        crate::protocol::time::wire_text(&status.started_at)
     )?;
     writeln!(out, "  runs in flight: {}", status.runs)?;
     Ok(ExitCode::SUCCESS)

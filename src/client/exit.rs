@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+use crate::client::words::cli::status_line;
 use crate::protocol::{Event, ExitEvent, RunStatus};
 
 /// Exit code for spillway's own failures (bad flags, unreadable input), as `timeout(1)` uses.
@@ -31,42 +32,6 @@ pub(crate) fn print_exit(exit: &ExitEvent, json: bool) -> Result<ExitCode> {
         eprintln!("{status}");
     }
     Ok(ExitCode::from(exit_code(exit)))
-}
-
-fn signal_name(signal: i32) -> String {
-    nix::sys::signal::Signal::try_from(signal).map_or_else(
-        |_| format!("signal {signal}"),
-        |s| format!("signal {signal} ({})", s.as_str()),
-    )
-}
-
-/// A one-line account of how the command ended, when it did not simply succeed.
-pub(crate) fn status_line(exit: &ExitEvent) -> Option<String> {
-    let how = match (exit.status, exit.exit_code, exit.signal) {
-        (RunStatus::Exited, Some(0), _) => return None,
-        (RunStatus::TimedOut, _, _) => format!(
-            "timed out after {:.1}s; its process group was killed",
-            exit.duration_ms as f64 / 1000.0
-        ),
-        (RunStatus::Killed, _, Some(signal)) => format!("was stopped by {}", signal_name(signal)),
-        (_, _, Some(signal)) => format!("was killed by {}", signal_name(signal)),
-        (_, Some(code), None) => format!("exited with code {code}"),
-        (status, None, None) => format!("ended: {}", status.as_str()),
-    };
-    let memory = exit.limits_hit.iter().find(|h| h.resource == "memory");
-    let how = match memory {
-        Some(hit) => format!(
-            "{how}: it reached its memory limit of {} and the kernel's OOM killer ended {}",
-            crate::supervisor::limits::human_bytes(hit.limit),
-            if hit.events == 1 {
-                "a process".to_string()
-            } else {
-                format!("{} processes", hit.events)
-            }
-        ),
-        None => how,
-    };
-    Some(format!("[spillway: run {} {how}]", exit.id))
 }
 
 /// The exit code `spillway run` passes on, as `timeout(1)` does.

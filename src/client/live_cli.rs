@@ -14,11 +14,12 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::client::Connection;
 use crate::client::args::{OutputArgs, RedactFlag, parse_duration};
 use crate::client::calls::{self, RunAnswer};
-use crate::client::exit::{exit_code, print_exit, status_line};
+use crate::client::exit::{exit_code, print_exit};
 use crate::client::interrupt::RunEvents;
 use crate::client::ops::{command_table, print_json};
+use crate::client::words::cli::{end_line, running_line, summary};
 use crate::protocol::{
-    Event, ExitEvent, FollowRequest, KillRequest, KillSignal, LiveRun, PsRequest, Request, RunId,
+    Event, FollowRequest, KillRequest, KillSignal, LiveRun, PsRequest, Request, RunId,
     RunningEvent, SendRequest, StreamMode, WaitRequest,
 };
 
@@ -219,57 +220,6 @@ fn print_running(running: &RunningEvent, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::from(EXIT_STILL_RUNNING))
 }
 
-/// `[spillway: run ID is still running after 12.3s (no output for 4.0s; 5000 lines so
-/// far); ...]`: the state, and the commands to go on with. A run that is ready (`--until`)
-/// or waits for input says so first.
-fn running_line(r: &RunningEvent) -> String {
-    let id = &r.id;
-    let sw = crate::program::program();
-    let elapsed = format!("{:.1}s", r.elapsed_ms as f64 / 1000.0);
-    if let Some(ready) = &r.ready {
-        return format!(
-            "[spillway: run {id} is ready after {elapsed} ({}) and goes on: it is listed by \
-             {sw} ps and runs until stopped. Its output: {sw} wait {id} --yield 10s \
-             --new; stop it: {sw} kill {id}]",
-            crate::daemon::readiness::describe(ready)
-        );
-    }
-    if let Some(waiting) = &r.waiting_for_input {
-        return format!(
-            "[spillway: run {id} is waiting for input on its terminal after {elapsed} ({} is \
-             blocked reading it; {} lines so far). Answer it: {sw} send {id} TEXT (Enter \
-             is pressed after TEXT; --eof ends the input), then {sw} wait {id} --yield 10s \
-             --new; stop it: {sw} kill {id}]",
-            waiting.command, r.preview.total_lines
-        );
-    }
-    still_running_line(r)
-}
-
-fn still_running_line(r: &RunningEvent) -> String {
-    let sw = crate::program::program();
-    let secs = |ms: u64| format!("{:.1}s", ms as f64 / 1000.0);
-    let (first, last) = (r.first_line, r.preview.total_lines);
-    let news = match (first > 1, last) {
-        (true, last) if last < first => "nothing new".to_string(),
-        (true, last) if last == first => format!("line {last} is new"),
-        (true, last) => format!("lines {first}-{last} are new"),
-        (false, 1) => "1 line so far".to_string(),
-        (false, n) => format!("{n} lines so far"),
-    };
-    let idle = if r.idle_ms >= 1000 {
-        format!("no output for {}; ", secs(r.idle_ms))
-    } else {
-        String::new()
-    };
-    format!(
-        "[spillway: run {id} is still running after {} ({idle}{news}). More: {sw} wait {id} \
-         --yield 10s --new; type into it: {sw} send {id} TEXT; stop it: {sw} kill {id}]",
-        secs(r.elapsed_ms),
-        id = r.id
-    )
-}
-
 pub fn wait(args: WaitArgs) -> Result<ExitCode> {
     let request = WaitRequest {
         no_redact: args.redact.no_redact,
@@ -337,11 +287,6 @@ pub fn kill(args: KillArgs) -> Result<ExitCode> {
     }
     eprintln!("{}", end_line(&exit));
     Ok(ExitCode::SUCCESS)
-}
-
-/// How a run ended, always (`status_line` says nothing of a success).
-fn end_line(exit: &ExitEvent) -> String {
-    status_line(exit).unwrap_or_else(|| format!("[spillway: run {} exited with code 0]", exit.id))
 }
 
 pub fn follow(args: FollowArgs) -> Result<ExitCode> {
@@ -530,25 +475,6 @@ impl Status {
     }
 }
 
-/// The last word of `run --follow`: how the run ended, its size and where it all is.
-fn summary(exit: &ExitEvent) -> String {
-    let how = match end_line(exit).strip_prefix("[spillway: ") {
-        Some(rest) => rest.trim_end_matches(']').to_string(),
-        None => format!("run {} ended", exit.id),
-    };
-    let whole = exit
-        .preview
-        .spill_path
-        .as_deref()
-        .map_or_else(String::new, |p| format!("; full output: {p}"));
-    format!(
-        "[spillway: {how} after {:.1}s: {} lines, {}{whole}]",
-        exit.duration_ms as f64 / 1000.0,
-        exit.preview.total_lines,
-        ByteSize::b(exit.preview.total_bytes).display().si()
-    )
-}
-
 pub fn ps(args: PsArgs) -> Result<ExitCode> {
     let request = PsRequest {
         tags: args.tags.into_iter().collect(),
@@ -587,77 +513,4 @@ fn ps_table(runs: &[LiveRun]) -> String {
     let header = ["ID", "PID", "ELAPSED", "IDLE", "LINES", "SIZE", "TAGS"];
     let commands: Vec<&str> = runs.iter().map(|r| r.command.as_str()).collect();
     command_table(&header, &rows, &commands, &[1, 2, 3, 4, 5])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::Preview;
-    use crate::protocol::RunStatus;
-
-    fn empty_preview() -> Preview {
-        Preview::whole(String::new(), 0)
-    }
-
-    fn running(first_line: u64, total_lines: u64, idle_ms: u64) -> RunningEvent {
-        RunningEvent {
-            id: "20261121-101502-k3f7".parse().unwrap(),
-            pid: 1,
-            started_at: String::new(),
-            elapsed_ms: 12_345,
-            idle_ms,
-            first_line,
-            ready: None,
-            waiting_for_input: None,
-            preview: Preview {
-                total_lines,
-                ..empty_preview()
-            },
-        }
-    }
-
-    #[test]
-    fn the_running_line_says_what_is_new_and_what_to_do() {
-        let line = running_line(&running(1, 5000, 4000));
-        assert!(line.contains("still running after 12.3s"), "{line}");
-        assert!(
-            line.contains("no output for 4.0s; 5000 lines so far"),
-            "{line}"
-        );
-        assert!(line.contains("spillway wait 20261121-101502-k3f7 --yield 10s --new"));
-        let new = running_line(&running(41, 60, 10));
-        assert!(
-            new.contains("lines 41-60 are new") && !new.contains("no output"),
-            "{new}"
-        );
-        assert!(running_line(&running(61, 60, 0)).contains("(nothing new)"));
-        assert!(running_line(&running(60, 60, 0)).contains("(line 60 is new)"));
-        assert!(running_line(&running(1, 1, 0)).contains("(1 line so far)"));
-    }
-
-    #[test]
-    fn a_summary_names_the_end_the_size_and_the_spill() {
-        let exit = ExitEvent {
-            id: "20261121-101502-k3f7".parse().unwrap(),
-            status: RunStatus::Exited,
-            exit_code: Some(0),
-            signal: None,
-            duration_ms: 8421,
-            started_at: String::new(),
-            ended_at: String::new(),
-            first_line: None,
-            stopped: Vec::new(),
-            limits_hit: Vec::new(),
-            preview: Preview {
-                spill_path: Some("/s.log".into()),
-                total_lines: 3,
-                total_bytes: 12,
-                ..empty_preview()
-            },
-        };
-        assert_eq!(
-            summary(&exit),
-            "[spillway: run 20261121-101502-k3f7 exited with code 0 after 8.4s: 3 lines, 12 B; full output: /s.log]"
-        );
-    }
 }

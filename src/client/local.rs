@@ -17,6 +17,7 @@ use crate::engine::capture::{Capture, Limits, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::Redactor;
+use crate::program::CliSteps;
 use crate::protocol::{Direction, Preview, RunId, RunStatus};
 use crate::storage::index::{Ending, INDEX_FILE, Index, NewRun, RunEnd, RunTokens};
 use crate::storage::read::{self, ReadRequest};
@@ -105,7 +106,7 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let max_tokens = args
         .max_tokens
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let mut preview = engine.preview(args.direction, max_tokens);
+    let mut preview = engine.preview(args.direction, &CliSteps, max_tokens);
     if !args.redact.no_redact {
         preview.redact(Redactor::builtin());
     }

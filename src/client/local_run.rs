@@ -25,6 +25,7 @@ use crate::engine::capture::{Capture, Limits, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::Redactor;
+use crate::program::CliSteps;
 use crate::protocol::{Direction, Preview};
 use crate::storage::spill::DataDir;
 
@@ -73,7 +74,7 @@ pub(crate) fn run(run: &LocalRun<'_>) -> Result<LocalOutcome> {
     let mut engine = Engine::new(Normaliser::new(NormaliseOptions::default()), capture);
     let status = feed_until_exit(&mut engine, &chunks, &mut child)?;
     engine.finish();
-    let mut preview = engine.preview(Direction::Both, run.max_tokens);
+    let mut preview = engine.preview(Direction::Both, &CliSteps, run.max_tokens);
     if run.redact {
         preview.redact(Redactor::builtin());
     }

@@ -1,7 +1,10 @@
-//! The client layer: everything that talks to the daemon over its socket. `connection`
-//! finds (or starts) the daemon and checks it is our own user's; `cli` is the command line
-//! (`live_cli` its live-run commands, `ops` the operator's); `mcp` serves the same as MCP
-//! tools; `hook` is the program an agent host's pre-tool hook runs, and `init` installs it.
+//! The client layer: the front ends a person or an agent uses. Most talk to the daemon over
+//! its socket: `connection` finds (or starts) the daemon and checks it is our own user's;
+//! `cli` is the command line (`live_cli` its live-run commands, `ops` the operator's); `mcp`
+//! serves the same as MCP tools; `hook` is the program an agent host's pre-tool hook runs, and
+//! `init` installs it. Some work without a daemon, in this process: `local` (`truncate`,
+//! `read`) runs the engine on its own input or files, and `local_run` runs a host's command
+//! here when the daemon cannot. `words` words what the reader is told, per audience.
 
 mod args;
 pub(crate) mod calls;
@@ -23,5 +26,6 @@ pub(crate) mod mcp;
 pub(crate) mod ops;
 pub(crate) mod run_request;
 mod stdin;
+mod words;
 
 pub use connection::{Connection, Endpoint};

@@ -14,7 +14,7 @@ use crate::supervisor::Finished;
 use super::recorder::{Outcome, Record};
 use super::runs::RunEntry;
 use super::state::Daemon;
-use super::times::rfc3339;
+use crate::protocol::time::wire_time;
 
 /// Previews up to this long have their tokens counted on the runtime's thread (tens of
 /// microseconds); longer ones on a blocking thread.
@@ -79,8 +79,8 @@ fn exit_event(id: RunId, f: Finished) -> Event {
         exit_code: f.exit_code,
         signal: f.signal,
         duration_ms,
-        started_at: rfc3339(f.started_at),
-        ended_at: rfc3339(f.ended_at),
+        started_at: wire_time(f.started_at),
+        ended_at: wire_time(f.ended_at),
         first_line: None,
         stopped: f.stopped,
         limits_hit: f.limits_hit,

@@ -10,20 +10,22 @@ use std::time::Duration;
 use crate::engine::capture::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Limits};
 use crate::engine::highlight::Patterns;
 use crate::engine::snapshot::{Cursor, RangeCapture};
+use crate::program::CliSteps;
 use crate::protocol::{
     Direction, ErrorCode, ErrorEvent, Event, ExitEvent, Preview, RunId, RunStatus, RunningEvent,
 };
 use crate::storage::follow::open_spill;
 use crate::storage::index::RunRow;
 use crate::supervisor;
-use crate::supervisor::progress::Shape;
+use crate::supervisor::live::Shape;
 use crate::sync::lock;
 
 use super::errors::{internal, unknown_run};
 use super::runs::{Cursors, RunEntry};
 use super::spill_file::spill_of;
 use super::state::Daemon;
-use super::times::{millis, rfc3339};
+use super::times::millis;
+use crate::protocol::time::wire_time;
 
 /// How long a preview of new output waits for the spill file to hold what the run has read.
 pub(super) const FILE_CATCH_UP: Duration = Duration::from_secs(2);
@@ -46,7 +48,7 @@ pub(super) async fn running_event(
         let waiting = tty
             .then(|| supervisor::input_wait::waiting_for_input(pid))
             .flatten();
-        (live.snapshot(), waiting)
+        (live.so_far(), waiting)
     })
     .await;
     let (snapshot, waiting_for_input) = match looked {
@@ -79,7 +81,7 @@ pub(super) async fn running_event(
     Event::Running(Box::new(RunningEvent {
         id: entry.id.clone(),
         pid: entry.pid,
-        started_at: rfc3339(entry.started_at),
+        started_at: wire_time(entry.started_at),
         elapsed_ms: millis(snapshot.stats.elapsed),
         idle_ms: millis(snapshot.stats.idle),
         first_line,
@@ -129,7 +131,7 @@ pub(super) fn range_of_file(
         Ok(range)
     };
     let range = read().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(range.finish(pending, shape.direction, Some(path)))
+    Ok(range.finish(pending, shape.direction, &CliSteps, Some(path)))
 }
 
 /// The exit event `caller` gets: the run's own, or with `new` one whose preview covers only
@@ -212,7 +214,7 @@ pub(super) fn preview_of_file(path: &Path, limits: Option<Limits>) -> Result<Pre
         Ok(range)
     };
     let range = read().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(range.finish("", Direction::Both, Some(path)).0)
+    Ok(range.finish("", Direction::Both, &CliSteps, Some(path)).0)
 }
 
 /// The preview of a run whose output is gone: its counts, and a notice that says so.
@@ -242,8 +244,8 @@ pub(super) fn exit_of_row(row: &RunRow, preview: Preview) -> Event {
         exit_code: row.exit_code,
         signal: row.signal,
         duration_ms,
-        started_at: rfc3339(row.started_at),
-        ended_at: rfc3339(ended_at),
+        started_at: wire_time(row.started_at),
+        ended_at: wire_time(ended_at),
         first_line: None,
         stopped: Vec::new(),
         limits_hit: Vec::new(),

@@ -181,14 +181,6 @@ async fn accepting(port: u16, ours: impl Fn() -> bool + Send + Sync + 'static) -
     }
 }
 
-/// How a ready run's line says why it returned.
-pub fn describe(ready: &Ready) -> String {
-    match ready {
-        Ready::Line { line, text } => format!("line {line} matched: {text}"),
-        Ready::Port { port } => format!("port {port} accepts connections"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,10 +254,6 @@ mod tests {
         assert_eq!(
             until.ready(None, 1, rx, |_| true).await,
             Ready::Port { port }
-        );
-        assert_eq!(
-            describe(&Ready::Port { port: 80 }),
-            "port 80 accepts connections"
         );
     }
 }

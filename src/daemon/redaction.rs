@@ -176,7 +176,6 @@ fn exit_event(exit: &mut ExitEvent, r: &Redactor) {
         limits_hit: _,
         preview,
     } = exit;
-    let before = cli_notice(stopped);
     let mut uncounted = Counts::new();
     for StoppedProcess {
         pid: _,
@@ -187,17 +186,9 @@ fn exit_event(exit: &mut ExitEvent, r: &Redactor) {
         r.redact_into(command, &mut uncounted);
     }
     // The notice line was worded from the commands as they were: word it again from the
-    // redacted ones (the preview's own redaction leaves a cut preview's notice as it is).
-    if let (Some(old), Some(new)) = (before, cli_notice(stopped))
-        && old != new
-        && let Some(at) = preview.content.rfind(&old)
-    {
-        preview.content.replace_range(at..at + old.len(), &new);
-        if let Some(next) = &mut preview.next
-            && at < next.read_at[0]
-        {
-            *next = next.moved(new.len() as isize - old.len() as isize);
-        }
+    // redacted ones, where it stands (the preview's own redaction leaves it as it is).
+    if let Some(line) = cli_notice(stopped) {
+        preview.reword_stopped(&line);
     }
     preview.redact(r);
 }

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use crate::engine::snapshot::Cursor;
 use crate::protocol::{Event, RunId};
-use crate::supervisor::progress::{Live, Shape};
+use crate::supervisor::live::{Live, Shape};
 use crate::supervisor::{RunControl, StopReason};
 use crate::sync::lock;
 

@@ -5,8 +5,7 @@
 
 use crate::engine::capture::Capture;
 use crate::engine::normalise::Normaliser;
-use crate::engine::preview::CliSteps;
-use crate::protocol::{Direction, Preview};
+use crate::protocol::{Direction, NextStep, Preview};
 
 /// A normaliser feeding a capture, with the buffer between them reused.
 pub struct Engine {
@@ -47,10 +46,15 @@ impl Engine {
         self.capture.finish();
     }
 
-    /// The preview of the output so far (of all of it after [`Engine::finish`]), its notice
-    /// worded for the command line, within `max_tokens` when given.
-    pub fn preview(&self, direction: Direction, max_tokens: Option<usize>) -> Preview {
-        Preview::build_with(&self.capture.view(), direction, &CliSteps, max_tokens)
+    /// The preview of the output so far (of all of it after [`Engine::finish`]), its notice's
+    /// next steps named by `steps`, within `max_tokens` when given.
+    pub fn preview(
+        &self,
+        direction: Direction,
+        steps: &dyn NextStep,
+        max_tokens: Option<usize>,
+    ) -> Preview {
+        Preview::build_with(&self.capture.view(), direction, steps, max_tokens)
     }
 
     pub fn capture(&self) -> &Capture {

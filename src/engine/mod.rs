@@ -3,8 +3,10 @@
 //! spill, a bounded head and tail kept) -> `scanner` (beside the spill writer: `highlight`
 //! finds lines like errors, `outline` folds repeats) -> `preview` (what the model sees, within
 //! its limits, and the notice) with `redact` (credentials out of text bound for a model) and
-//! `tokens` (the model's own count). `snapshot` previews a run that is still going with the
-//! same rules. The engine writes through `crate::storage` and knows nothing of processes or
+//! `tokens` (the model's own count). `driver` runs normalise and capture as one for every
+//! way output comes in, and `snapshot` previews a run that is still going with the same
+//! rules. The preview's notice is worded here, but the commands it names come from the
+//! caller. The engine writes through `crate::storage` and knows nothing of processes or
 //! sockets.
 
 pub mod capture;

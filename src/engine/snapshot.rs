@@ -15,15 +15,20 @@ use std::path::Path;
 
 use crate::engine::capture::{Capture, CaptureView, Limits, SpillPolicy};
 use crate::engine::highlight::Patterns;
-use crate::engine::preview::{CliSteps, Offset};
-use crate::protocol::{Direction, Preview};
+use crate::engine::preview::Offset;
+use crate::protocol::{Direction, NextStep, Preview};
 
 /// The preview of `view` as if `pending` (a line still being written, without its newline)
 /// had been captured too. A `pending` that holds a newline is not a pending line: it is left
-/// out.
-pub fn with_pending(view: &CaptureView<'_>, pending: &str, direction: Direction) -> Preview {
+/// out. The notice's next steps are named by `steps`.
+pub fn with_pending(
+    view: &CaptureView<'_>,
+    pending: &str,
+    direction: Direction,
+    steps: &dyn NextStep,
+) -> Preview {
     if pending.is_empty() || pending.contains('\n') {
-        return Preview::build(view, direction, &CliSteps);
+        return Preview::build(view, direction, steps);
     }
     let max = view.limits.max_bytes();
     let p = pending.as_bytes();
@@ -70,7 +75,7 @@ pub fn with_pending(view: &CaptureView<'_>, pending: &str, direction: Direction)
         ),
         ..view.clone()
     };
-    Preview::build(&extended, direction, &CliSteps)
+    Preview::build(&extended, direction, steps)
 }
 
 /// Where a reader has got to in a spill: the lines it has been shown (or had elided in a
@@ -150,11 +155,13 @@ impl RangeCapture {
 
     /// Ends the range with `pending` (the line still being written); returns the preview of
     /// the range, numbered as the spill at `spill` numbers its lines, and how far it covers
-    /// whole lines (for the reader's next [`Cursor`]).
+    /// whole lines (for the reader's next [`Cursor`]). The notice's next steps are named by
+    /// `steps`.
     pub fn finish(
         mut self,
         pending: &str,
         direction: Direction,
+        steps: &dyn NextStep,
         spill: Option<&Path>,
     ) -> (Preview, Cursor) {
         let start = self.start;
@@ -178,9 +185,9 @@ impl RangeCapture {
             ..self.capture.view()
         };
         let preview = if start == Cursor::default() {
-            Preview::build(&view, direction, &CliSteps)
+            Preview::build(&view, direction, steps)
         } else {
-            range_preview(&view, direction, start.lines + 1, start.offset)
+            range_preview(&view, direction, steps, start.lines + 1, start.offset)
         };
         let next = Cursor {
             lines: start.lines + self.newlines,
@@ -197,6 +204,7 @@ impl RangeCapture {
 pub fn range_preview(
     view: &CaptureView<'_>,
     direction: Direction,
+    steps: &dyn NextStep,
     first_line: u64,
     bytes_before: u64,
 ) -> Preview {
@@ -204,12 +212,13 @@ pub fn range_preview(
         lines: first_line.saturating_sub(1),
         bytes: bytes_before,
     };
-    Preview::build_from(view, direction, &CliSteps, None, offset)
+    Preview::build_from(view, direction, steps, None, offset)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::program::CliSteps;
     use crate::protocol::LineRange;
     use proptest::prelude::*;
 
@@ -228,10 +237,10 @@ mod tests {
     fn a_pending_prompt_shows_at_the_end() {
         let limits = Limits::new(100, 10_000).unwrap();
         let c = capture_of(limits, "a\nb\n");
-        let p = with_pending(&c.view(), "continue? ", Direction::Both);
+        let p = with_pending(&c.view(), "continue? ", Direction::Both, &CliSteps);
         assert_eq!(p.content, "a\nb\ncontinue? ");
         assert_eq!(p.total_lines, 3);
-        let none = with_pending(&c.view(), "", Direction::Both);
+        let none = with_pending(&c.view(), "", Direction::Both, &CliSteps);
         assert_eq!(none.content, "a\nb\n");
     }
 
@@ -252,7 +261,7 @@ mod tests {
             let mut committed: String = lines.iter().map(|l| format!("{l}\n")).collect();
             committed.push_str(&open);
             let c = capture_of(limits, &committed);
-            let got = with_pending(&c.view(), &pending, direction);
+            let got = with_pending(&c.view(), &pending, direction, &CliSteps);
             let whole = capture_of(limits, &format!("{committed}{pending}"));
             let want = Preview::build(&whole.view(), direction, &CliSteps);
             prop_assert_eq!(got, want);
@@ -278,7 +287,7 @@ mod tests {
                 rc.feed(piece);
             }
             let spill = Path::new("/spill.log");
-            let (p, next) = rc.finish("", direction, Some(spill));
+            let (p, next) = rc.finish("", direction, &CliSteps, Some(spill));
             prop_assert_eq!(next, Cursor {
                 lines: (before + count) as u64,
                 offset: (prefix.len() + range.len()) as u64,
@@ -326,7 +335,7 @@ mod tests {
         let mut file = std::fs::File::open(&spill).unwrap();
         std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(start.offset)).unwrap();
         rc.feed_from(file, range.len() as u64).unwrap();
-        let (p, _) = rc.finish("", Direction::Tail, Some(&spill));
+        let (p, _) = rc.finish("", Direction::Tail, &CliSteps, Some(&spill));
         assert!(
             p.content
                 .contains("request 29 took 203ms\nrequest 30 took 210ms\n"),
@@ -346,7 +355,7 @@ mod tests {
         };
         let mut rc = RangeCapture::new(limits, start, Some(Patterns::defaults()));
         rc.feed(numbered(101, 120).as_bytes());
-        let (p, next) = rc.finish("", Direction::Both, Some(Path::new("/s.log")));
+        let (p, next) = rc.finish("", Direction::Both, &CliSteps, Some(Path::new("/s.log")));
         assert_eq!(next.lines, 120);
         assert_eq!(
             p.shown,
@@ -390,7 +399,7 @@ mod tests {
             numbered(251, 400)
         );
         rc.feed(range.as_bytes());
-        let (p, _) = rc.finish("", Direction::Both, Some(Path::new("/s.log")));
+        let (p, _) = rc.finish("", Direction::Both, &CliSteps, Some(Path::new("/s.log")));
         assert!(
             p.content
                 .contains("(lines 106-396); 1 of them looks like an error: here it is, after its line number ...]\n[at line 250]\nerror[E0308]: mismatched types\n"),
@@ -408,7 +417,7 @@ mod tests {
         let limits = Limits::new(100, 10_000).unwrap();
         let mut rc = RangeCapture::new(limits, Cursor::default(), Some(Patterns::defaults()));
         rc.feed("one\ntw".as_bytes());
-        let (p, next) = rc.finish("", Direction::Both, None);
+        let (p, next) = rc.finish("", Direction::Both, &CliSteps, None);
         assert_eq!(p.content, "one\ntw");
         assert_eq!(
             next,
@@ -422,7 +431,7 @@ mod tests {
         let text = "é\n".as_bytes();
         rc.feed(&text[..1]);
         rc.feed(&text[1..]);
-        let (p, _) = rc.finish("?", Direction::Both, None);
+        let (p, _) = rc.finish("?", Direction::Both, &CliSteps, None);
         assert_eq!(p.content, "é\n?");
     }
 }

@@ -499,7 +499,7 @@ mod tests {
         let mut sources = String::new();
         for file in [
             "src/engine/tokens.rs",
-            "src/engine/preview.rs",
+            "src/engine/preview/mod.rs",
             "README.md",
             "docs/protocol.md",
         ] {

@@ -2,11 +2,13 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::preview::Preview;
 use super::record::{GrepResult, IndexStats, PurgeReport, RunRecord, RunStatus, TokenStats};
 use super::run_id::RunId;
+use super::time::rfc3339;
 
 /// What the daemon sends back: one JSON object per line, tagged by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,8 +69,8 @@ pub struct DaemonStatus {
     /// The socket it listens on.
     pub socket: String,
     pub data_dir: String,
-    /// RFC 3339.
-    pub started_at: String,
+    #[serde(with = "rfc3339")]
+    pub started_at: DateTime<Utc>,
     pub uptime_ms: u64,
     /// Runs going on now.
     pub runs: u64,
@@ -89,8 +91,8 @@ pub struct StoppingEvent {
 pub struct RunningEvent {
     pub id: RunId,
     pub pid: u32,
-    /// RFC 3339.
-    pub started_at: String,
+    #[serde(with = "rfc3339")]
+    pub started_at: DateTime<Utc>,
     pub elapsed_ms: u64,
     /// Since the command last printed anything (escape sequences count).
     pub idle_ms: u64,
@@ -141,11 +143,31 @@ pub struct StoppedProcess {
     pub ports: Vec<u16>,
 }
 
+/// A kind of resource a run can be held to, named as its cgroup controller is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resource {
+    Memory,
+    Pids,
+    Cpu,
+}
+
+impl Resource {
+    /// Its name on the wire, which is also its cgroup controller's.
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::Memory => "memory",
+            Resource::Pids => "pids",
+            Resource::Cpu => "cpu",
+        }
+    }
+}
+
 /// A resource limit the run reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitHit {
     /// `memory` or `pids`.
-    pub resource: String,
+    pub resource: Resource,
     /// The limit: bytes, or processes.
     pub limit: u64,
     /// Processes the OOM killer ended (`memory`), or forks refused (`pids`).
@@ -197,8 +219,8 @@ pub struct LiveRun {
     pub shell: Option<String>,
     pub cwd: String,
     pub tags: BTreeMap<String, String>,
-    /// RFC 3339.
-    pub started_at: String,
+    #[serde(with = "rfc3339")]
+    pub started_at: DateTime<Utc>,
     pub elapsed_ms: u64,
     pub idle_ms: u64,
     pub total_lines: u64,
@@ -260,8 +282,8 @@ pub struct StartedEvent {
     pub id: RunId,
     pub pid: u32,
     pub spill_path: Option<String>,
-    /// RFC 3339.
-    pub started_at: String,
+    #[serde(with = "rfc3339")]
+    pub started_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -272,10 +294,10 @@ pub struct ExitEvent {
     /// Number of the signal that ended the command, if one did.
     pub signal: Option<i32>,
     pub duration_ms: u64,
-    /// RFC 3339.
-    pub started_at: String,
-    /// RFC 3339.
-    pub ended_at: String,
+    #[serde(with = "rfc3339")]
+    pub started_at: DateTime<Utc>,
+    #[serde(with = "rfc3339")]
+    pub ended_at: DateTime<Utc>,
     /// The first spill line the preview covers, when asked for new output only (`wait` with
     /// `new`); absent otherwise, when it covers the whole output.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -84,6 +84,12 @@ pub struct Preview {
     /// ([`Preview::reworded`]); absent when the notice gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<NextSteps>,
+    /// The bytes of `content`, `[start, end)`, of the line that names what the run's end
+    /// stopped, worded from the exit's `stopped` for the command line: a front end words the
+    /// same facts its own way there ([`Preview::reword_stopped`]). Absent when nothing was
+    /// stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<[usize; 2]>,
 }
 
 /// How a notice words the next steps, so each front end can name the commands or tools its
@@ -110,79 +116,23 @@ pub struct NextSteps {
     pub search_at: [usize; 2],
 }
 
+/// A span of bytes `[start, end)` moved by `delta` bytes.
+pub fn moved_span([start, end]: [usize; 2], delta: isize) -> [usize; 2] {
+    [
+        start.saturating_add_signed(delta),
+        end.saturating_add_signed(delta),
+    ]
+}
+
 impl NextSteps {
     /// The same steps with `content` grown (or shrunk) by `delta` bytes before them.
     pub fn moved(&self, delta: isize) -> NextSteps {
-        let at = |[start, end]: [usize; 2]| {
-            [
-                start.saturating_add_signed(delta),
-                end.saturating_add_signed(delta),
-            ]
-        };
+        let at = |span| moved_span(span, delta);
         NextSteps {
             read_at: at(self.read_at),
             search_at: at(self.search_at),
             ..self.clone()
         }
-    }
-}
-
-impl Preview {
-    /// The preview of an output of `total_lines` lines that is shown whole: `content` is all
-    /// of it, and nothing was spilled, capped or redacted (callers set what differs).
-    pub fn whole(content: String, total_lines: u64) -> Preview {
-        Preview {
-            truncated: false,
-            total_bytes: content.len() as u64,
-            content,
-            spill_path: None,
-            total_lines,
-            truncated_by: None,
-            shown: if total_lines == 0 {
-                Vec::new()
-            } else {
-                vec![LineRange {
-                    first: 1,
-                    last: total_lines,
-                }]
-            },
-            omitted_lines: 0,
-            partial_line: None,
-            spill_capped: None,
-            redactions: Counts::new(),
-            next: None,
-        }
-    }
-
-    /// The content with its next steps worded by `steps` instead of as sent: the steps are
-    /// replaced where [`NextSteps`] says they stand, so nothing is parsed back out of text.
-    /// Content whose steps are not where they are said to be is left as it is.
-    pub fn reworded(&self, steps: &dyn NextStep) -> String {
-        let (Some(next), Some(spill)) = (&self.next, &self.spill_path) else {
-            return self.content.clone();
-        };
-        let spill = Path::new(spill);
-        let [read_start, read_end] = next.read_at;
-        let [search_start, search_end] = next.search_at;
-        let fits = read_start <= read_end
-            && read_end <= search_start
-            && search_start <= search_end
-            && search_end <= self.content.len()
-            && [read_start, read_end, search_start, search_end]
-                .iter()
-                .all(|&at| self.content.is_char_boundary(at));
-        if !fits {
-            return self.content.clone();
-        }
-        let c = &self.content;
-        format!(
-            "{}{}{}{}{}",
-            &c[..read_start],
-            steps.read_from(spill, next.read_from),
-            &c[read_end..search_start],
-            steps.search(spill, &next.search),
-            &c[search_end..]
-        )
     }
 }
 

@@ -1,12 +1,25 @@
 //! Times on the wire: RFC 3339 in UTC with milliseconds.
 
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+
+/// `t` as the wire carries it, to the millisecond: an event's time compares and sorts as the
+/// text a client receives does.
+pub fn wire_time(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.trunc_subsecs(3)
+}
+
+/// `t` as the wire writes it: `2026-11-21T10:15:02.331Z`.
+pub fn wire_text(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
 /// Times in JSON: RFC 3339 in UTC with milliseconds, like the protocol's events.
 pub mod rfc3339 {
-    use chrono::{DateTime, SecondsFormat, Utc};
+    use chrono::{DateTime, Utc};
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        s.serialize_str(&super::wire_text(t))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {

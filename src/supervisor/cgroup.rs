@@ -25,7 +25,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::limits::{Resource, Resources};
+use super::limits::Resources;
+use crate::protocol::Resource;
 use crate::protocol::{LimitHit, RunId};
 
 /// Set (to anything but `0` or empty) in the daemon's environment, it never uses cgroups: runs
@@ -477,7 +478,7 @@ fn enable_controllers(base: &Path, dir: &Path) -> Vec<Resource> {
     let available = fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
     let mut enabled = Vec::new();
     for resource in CONTROLLERS {
-        let name = resource.controller();
+        let name = resource.name();
         if !available.split_whitespace().any(|c| c == name) {
             continue;
         }
@@ -494,7 +495,7 @@ fn enable_controllers(base: &Path, dir: &Path) -> Vec<Resource> {
 
 /// The runs' directory in the v1 hierarchy of `resource`'s controller, made if need be.
 fn v1_dir(resource: Resource, mounts: &str, own: &str, key: &str) -> Option<PathBuf> {
-    let name = resource.controller();
+    let name = resource.name();
     let has = |list: &str| list.split(',').any(|c| c == name);
     let mount = mounts
         .lines()

@@ -8,50 +8,13 @@
 //! killed.
 //!
 //! The daemon words these lines for the command line and appends them to the preview's
-//! notice; the MCP server, whose model calls tools rather than commands, finds the same line
-//! (made by the same function from the exit event's `stopped` field) and words it for its
-//! `bash` tool ([`reword_for_mcp`]).
-
-use std::fmt::Write as _;
+//! notice, saying where the stopped line stands (`stopped_at`); the MCP server, whose model
+//! calls tools rather than commands, words the same facts (the exit event's `stopped` field)
+//! for its `bash` tool and puts its line there instead.
 
 use crate::protocol::{LimitHit, Preview, StoppedProcess};
 use crate::supervisor::limits::hit_notice;
-
-/// Most stopped processes named in the notice (the JSON lists all).
-const NAMED: usize = 5;
-
-/// The stopped processes, named: `python3 -m http.server 8000 (pid 123, port 8000); ...`.
-fn named(stopped: &[StoppedProcess]) -> String {
-    let mut text = String::new();
-    for (i, p) in stopped.iter().take(NAMED).enumerate() {
-        if i > 0 {
-            text.push_str("; ");
-        }
-        let _ = write!(text, "{} (pid {}", p.command, p.pid);
-        match p.ports.as_slice() {
-            [] => {}
-            [port] => {
-                let _ = write!(text, ", listening on port {port}");
-            }
-            ports => {
-                let list: Vec<String> = ports.iter().map(u16::to_string).collect();
-                let _ = write!(text, ", listening on ports {}", list.join(", "));
-            }
-        }
-        text.push(')');
-    }
-    if stopped.len() > NAMED {
-        let _ = write!(text, "; and {} more", stopped.len() - NAMED);
-    }
-    text
-}
-
-/// The server to suggest keeping: the first stopped process that listened on a port.
-fn server(stopped: &[StoppedProcess]) -> Option<(&StoppedProcess, u16)> {
-    stopped
-        .iter()
-        .find_map(|p| p.ports.first().map(|&port| (p, port)))
-}
+use crate::words::{first_server, stopped_processes};
 
 /// The notice line for the command line, or `None` when nothing was stopped.
 pub fn cli_notice(stopped: &[StoppedProcess]) -> Option<String> {
@@ -59,7 +22,7 @@ pub fn cli_notice(stopped: &[StoppedProcess]) -> Option<String> {
         return None;
     }
     let sw = crate::program::program();
-    let how = match server(stopped) {
+    let how = match first_server(stopped) {
         Some((p, port)) if !p.command.starts_with('[') => {
             format!("{sw} run --yield 30s --until-port {port} -- {}", p.command)
         }
@@ -72,69 +35,41 @@ pub fn cli_notice(stopped: &[StoppedProcess]) -> Option<String> {
     Some(format!(
         "[spillway: stopped what the command left running: {}. To keep a server, start it \
          as the command itself, not with &: {how}]",
-        named(stopped)
+        stopped_processes(stopped)
     ))
 }
 
-/// The same notice for the MCP server's `bash` tool.
-pub fn mcp_notice(stopped: &[StoppedProcess]) -> Option<String> {
-    if stopped.is_empty() {
-        return None;
-    }
-    let how = match server(stopped) {
-        Some((p, port)) if !p.command.starts_with('[') => format!(
-            "call bash with command={}, yield_seconds=30 and until_port={port}",
-            json_string(&p.command)
-        ),
-        Some((_, port)) => {
-            format!(
-                "call bash with the server as the command, yield_seconds=30 and until_port={port}"
-            )
-        }
-        None => "call bash with the server as the command, yield_seconds=30 and until_port=PORT \
-                 (or until=REGEX for its ready line)"
-            .to_string(),
-    };
-    Some(format!(
-        "[spillway: stopped what the command left running: {}. To keep a server, start it \
-         as the command itself, not with &: {how}; it runs until you call kill]",
-        named(stopped)
-    ))
-}
-
-fn json_string(text: &str) -> String {
-    serde_json::to_string(text).unwrap_or_else(|_| format!("\"{text}\""))
-}
-
-/// Appends the end's notice lines to a preview: what was stopped, the limits reached, and
-/// a `note` on limits that did not hold.
+/// Appends the end's notice lines to a preview: what was stopped (and where that line
+/// stands, in `stopped_at`), the limits reached, and a `note` on limits that did not hold.
 pub fn annotate(
     preview: &mut Preview,
     stopped: &[StoppedProcess],
     limits_hit: &[LimitHit],
     note: Option<&str>,
 ) {
-    let lines = cli_notice(stopped)
-        .into_iter()
-        .chain(limits_hit.iter().map(hit_notice))
-        .chain(note.map(str::to_string));
-    for line in lines {
-        let content = &mut preview.content;
-        if !content.is_empty() && !content.ends_with('\n') {
-            content.push('\n');
-        }
-        content.push_str(&line);
-        content.push('\n');
+    if let Some(line) = cli_notice(stopped) {
+        let start = append(preview, &line);
+        preview.stopped_at = Some([start, start + line.len()]);
+    }
+    for line in limits_hit
+        .iter()
+        .map(hit_notice)
+        .chain(note.map(str::to_string))
+    {
+        append(preview, &line);
     }
 }
 
-/// Rewords the stopped line of `content` (made by [`annotate`]) for the MCP server's tools.
-pub fn reword_for_mcp(content: &mut String, stopped: &[StoppedProcess]) {
-    if let (Some(cli), Some(mcp)) = (cli_notice(stopped), mcp_notice(stopped))
-        && let Some(at) = content.rfind(&cli)
-    {
-        content.replace_range(at..at + cli.len(), &mcp);
+/// Appends `line` on a line of its own; returns where it starts.
+fn append(preview: &mut Preview, line: &str) -> usize {
+    let content = &mut preview.content;
+    if !content.is_empty() && !content.ends_with('\n') {
+        content.push('\n');
     }
+    let start = content.len();
+    content.push_str(line);
+    content.push('\n');
+    start
 }
 
 #[cfg(test)]
@@ -173,23 +108,27 @@ mod tests {
     }
 
     #[test]
-    fn the_mcp_wording_replaces_the_cli_line() {
+    fn the_stopped_line_is_placed_by_its_facts() {
         let stopped = [server_at(8000)];
         let mut preview = Preview {
             shown: Vec::new(),
-            ..Preview::whole("served\n".into(), 1)
+            ..Preview::whole("served".into(), 1)
         };
-        annotate(&mut preview, &stopped, &[], None);
-        assert!(preview.content.starts_with("served\n[spillway: stopped"));
-        let mut content = preview.content.clone();
-        reword_for_mcp(&mut content, &stopped);
-        assert!(
-            content.contains(
-                "call bash with command=\"python3 -m http.server 8000\", yield_seconds=30 and \
-                 until_port=8000"
-            ),
-            "{content}"
+        let pids = LimitHit {
+            resource: crate::protocol::Resource::Pids,
+            limit: 4,
+            events: 2,
+        };
+        annotate(&mut preview, &stopped, &[pids], Some("[spillway: a note]"));
+        let [start, end] = preview.stopped_at.unwrap();
+        assert_eq!(&preview.content[..start], "served\n");
+        assert_eq!(preview.content[start..end], cli_notice(&stopped).unwrap());
+        assert!(preview.content.ends_with("[spillway: a note]\n"));
+        annotate(&mut preview, &[], &[], Some("[spillway: recorded late]"));
+        assert_eq!(
+            preview.stopped_at,
+            Some([start, end]),
+            "a later line moves nothing"
         );
-        assert!(!content.contains("spillway run"), "{content}");
     }
 }

@@ -8,26 +8,8 @@
 //! every process of the user, not of the run, and there is nothing like a CPU quota, so those
 //! limits are then not enforced, and the run's notice says so rather than pretend.
 
-use crate::protocol::LimitHit;
-
-/// A kind of resource a run can be held to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resource {
-    Memory,
-    Pids,
-    Cpu,
-}
-
-impl Resource {
-    /// The cgroup controller's name.
-    pub fn controller(self) -> &'static str {
-        match self {
-            Resource::Memory => "memory",
-            Resource::Pids => "pids",
-            Resource::Cpu => "cpu",
-        }
-    }
-}
+use crate::protocol::{LimitHit, Resource};
+use crate::words::human_bytes;
 
 /// A run's ceilings; `None` is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -81,8 +63,8 @@ impl Resources {
             Resource::Pids => self.pids?,
             Resource::Cpu => return None,
         };
-        (events > 0).then(|| LimitHit {
-            resource: resource.controller().to_string(),
+        (events > 0).then_some(LimitHit {
+            resource,
             limit,
             events,
         })
@@ -159,21 +141,21 @@ impl Enforcement {
 
 /// The line that says a limit stopped or held back the run.
 pub fn hit_notice(hit: &LimitHit) -> String {
-    match hit.resource.as_str() {
-        "memory" => format!(
+    match hit.resource {
+        Resource::Memory => format!(
             "[spillway: the run reached its memory limit of {}: the kernel's OOM killer ended \
              {} (SIGKILL). Raise it with --memory SIZE if the command needs more]",
             human_bytes(hit.limit),
             plural(hit.events, "process", "processes")
         ),
-        "pids" => format!(
+        Resource::Pids => format!(
             "[spillway: the run reached its limit of {} processes: {} refused \
              (fork failed with EAGAIN). Raise it with --pids N]",
             hit.limit,
             plural(hit.events, "fork was", "forks were")
         ),
-        other => format!(
-            "[spillway: the run reached its {other} limit of {} ({} times)]",
+        Resource::Cpu => format!(
+            "[spillway: the run reached its cpu limit of {} ({} times)]",
             hit.limit, hit.events
         ),
     }
@@ -185,11 +167,6 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     } else {
         format!("{n} {many}")
     }
-}
-
-/// Bytes in binary units, as `--memory` takes them (`64.0 MiB`).
-pub fn human_bytes(bytes: u64) -> String {
-    bytesize::ByteSize::b(bytes).display().iec().to_string()
 }
 
 /// Sets `RLIMIT_AS` to `bytes` in a child between fork and exec (async-signal-safe: one

@@ -1,5 +1,5 @@
-//! The run engine: starts a command under a PTY (or a pipe), streams its output through the
-//! capture engine into a spill file, enforces its timeout and stop requests, and reports how it
+//! The supervisor: starts a command under a PTY (or a pipe), streams its output through the
+//! engine (normaliser and capture) into a spill file, enforces its timeout and stop requests, and reports how it
 //! ended with a bounded preview.
 //!
 //! This module owns a run's lifecycle, from the checks that come before the start to the moment
@@ -55,7 +55,7 @@ use crate::engine::highlight::Patterns;
 use crate::engine::tokens;
 use crate::protocol::{Direction, Preview, RunId, RunStatus};
 use crate::storage::spill::DataDir;
-use crate::supervisor::progress::Live;
+use crate::supervisor::live::Live;
 
 pub mod caller;
 pub mod cgroup;
@@ -65,9 +65,9 @@ pub(crate) mod input;
 pub(crate) mod input_wait;
 pub(crate) mod leftovers;
 pub mod limits;
+pub(crate) mod live;
 mod members;
 pub(crate) mod procfs;
-pub(crate) mod progress;
 pub(crate) mod pty;
 pub(crate) mod reaper;
 pub mod strays;
@@ -226,7 +226,7 @@ pub struct Finished {
     pub started_at: chrono::DateTime<Utc>,
     /// When the command had been reaped and its output read to the end.
     pub ended_at: chrono::DateTime<Utc>,
-    /// The preview, worded with [`CliSteps`].
+    /// The preview, its next steps named as command lines ([`crate::program::CliSteps`]).
     pub preview: Preview,
     /// The model tokens of the whole output (see [`crate::engine::capture::Capture::output_tokens`]).
     pub output_tokens: tokens::Count,

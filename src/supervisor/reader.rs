@@ -13,7 +13,7 @@ use crate::engine::capture::{Capture, SpillPolicy};
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::storage::spill::DataDir;
 use crate::supervisor::input::Input;
-use crate::supervisor::progress::Live;
+use crate::supervisor::live::Live;
 use crate::supervisor::pty::{Chunk, Output};
 
 use super::waiter::Finish;

@@ -14,8 +14,7 @@
 //! calls of this server's tools ([`steps::McpSteps`]) on the way out.
 
 mod params;
-mod steps;
-mod text;
+mod words;
 
 use std::sync::Arc;
 
@@ -122,13 +121,12 @@ fn millis(seconds: Option<f64>, name: &str) -> Result<Option<u64>, String> {
 fn run_result(answer: RunAnswer) -> CallToolResult {
     match answer {
         RunAnswer::Exit(mut exit) => {
-            steps::reword(&mut exit.preview, &exit.id);
-            crate::supervisor::leftovers::reword_for_mcp(&mut exit.preview.content, &exit.stopped);
-            success(text::exit_text(&exit))
+            words::reword(&mut exit.preview, &exit.id, &exit.stopped);
+            success(words::exit_text(&exit))
         }
         RunAnswer::Running(mut running) => {
-            steps::reword(&mut running.preview, &running.id);
-            success(text::running_text(&running))
+            words::reword(&mut running.preview, &running.id, &[]);
+            success(words::running_text(&running))
         }
     }
 }
@@ -222,7 +220,7 @@ impl SpillwayMcp {
         description = "Read lines of a run's full output by its id, from line `offset` (1-based; a notice's offset works as is), at most `limit` lines (default 2000) and 50 KiB. Ends with the offset to continue from when more lines remain."
     )]
     async fn read_output(&self, Parameters(p): Parameters<ReadParams>) -> CallToolResult {
-        let id = match text::parse_id(&p.id) {
+        let id = match words::parse_id(&p.id) {
             Ok(id) => id,
             Err(message) => return failure(message),
         };
@@ -235,7 +233,7 @@ impl SpillwayMcp {
         };
         self.call(
             move |e| calls::show(e, request),
-            |page| success(text::show_text(&page)),
+            |page| success(words::show_text(&page)),
         )
         .await
     }
@@ -244,7 +242,7 @@ impl SpillwayMcp {
         description = "Search a run's full output by its id with a regular expression; returns matching lines as `N:line` (N is the line number, usable as read_output's offset), with `context` lines around them as `N-line`, at most `max_count` matches (default 100)."
     )]
     async fn grep_output(&self, Parameters(p): Parameters<GrepParams>) -> CallToolResult {
-        let id = match text::parse_id(&p.id) {
+        let id = match words::parse_id(&p.id) {
             Ok(id) => id,
             Err(message) => return failure(message),
         };
@@ -259,7 +257,7 @@ impl SpillwayMcp {
         };
         self.call(
             move |e| calls::grep(e, request),
-            |found| success(text::grep_text(&found, &p.pattern, context)),
+            |found| success(words::grep_text(&found, &p.pattern, context)),
         )
         .await
     }
@@ -269,7 +267,7 @@ impl SpillwayMcp {
     )]
     async fn wait(&self, Parameters(p): Parameters<WaitParams>) -> CallToolResult {
         let request = match (
-            text::parse_id(&p.id),
+            words::parse_id(&p.id),
             millis(p.yield_seconds, "yield_seconds"),
         ) {
             (Ok(id), Ok(yield_ms)) => WaitRequest {
@@ -293,7 +291,7 @@ impl SpillwayMcp {
         description = "Type text into a running command's terminal, then Enter (unless newline is false), and optionally end its input (eof). Use it to answer a prompt such as [y/N]; then call wait to see what the command does."
     )]
     async fn send_input(&self, Parameters(p): Parameters<SendParams>) -> CallToolResult {
-        let id = match text::parse_id(&p.id) {
+        let id = match words::parse_id(&p.id) {
             Ok(id) => id,
             Err(message) => return failure(message),
         };
@@ -306,7 +304,7 @@ impl SpillwayMcp {
         };
         self.call(
             move |e| calls::send(e, request),
-            |sent| success(text::sent_text(&sent)),
+            |sent| success(words::sent_text(&sent)),
         )
         .await
     }
@@ -315,7 +313,7 @@ impl SpillwayMcp {
         description = "Stop a running command: signal its whole process group (TERM by default), SIGKILL after a grace period, and return its final preview."
     )]
     async fn kill(&self, Parameters(p): Parameters<KillParams>) -> CallToolResult {
-        let id = match text::parse_id(&p.id) {
+        let id = match words::parse_id(&p.id) {
             Ok(id) => id,
             Err(message) => return failure(message),
         };
@@ -343,7 +341,7 @@ impl SpillwayMcp {
             Ok(request) => {
                 self.call(
                     move |e| calls::history(e, request),
-                    |history| success(text::history_text(&history)),
+                    |history| success(words::history_text(&history)),
                 )
                 .await
             }

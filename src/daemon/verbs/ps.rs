@@ -9,7 +9,8 @@ use crate::storage::index::display_command;
 use crate::daemon::client::{ClientWriter, Session, send};
 use crate::daemon::runs::RunEntry;
 use crate::daemon::state::Daemon;
-use crate::daemon::times::{millis, rfc3339};
+use crate::daemon::times::millis;
+use crate::protocol::time::wire_time;
 
 /// Answers `ps` with [`ps`]'s event.
 pub(in crate::daemon) async fn apply(
@@ -38,7 +39,7 @@ fn ps(request: &PsRequest, daemon: &Daemon) -> Event {
                 shell: e.shell.clone(),
                 cwd: e.cwd.clone(),
                 tags: e.tags.clone(),
-                started_at: rfc3339(e.started_at),
+                started_at: wire_time(e.started_at),
                 elapsed_ms: millis(stats.elapsed),
                 idle_ms: millis(stats.idle),
                 total_lines: stats.lines,

@@ -4,7 +4,7 @@ use std::io;
 use std::sync::Arc;
 
 use crate::protocol::{ErrorCode, ErrorEvent, Event, ResizeRequest, ResizedEvent};
-use crate::supervisor::progress::SendError;
+use crate::supervisor::live::SendError;
 
 use crate::daemon::client::{ClientWriter, Session, reply};
 use crate::daemon::errors::{error, internal};

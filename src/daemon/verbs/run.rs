@@ -31,7 +31,7 @@ use crate::daemon::previews::running_event;
 use crate::daemon::recorder::Record;
 use crate::daemon::runs::{Cursors, RunEntry};
 use crate::daemon::state::Daemon;
-use crate::daemon::times::rfc3339;
+use crate::protocol::time::wire_time;
 
 /// Starts a run and answers for it: `started`, then its `exit`, a `running` preview after
 /// `yield_ms`, or its output streamed and then its `exit`.
@@ -118,7 +118,7 @@ pub(in crate::daemon) async fn apply(
         id: id.clone(),
         pid: launched.pid,
         spill_path,
-        started_at: rfc3339(launched.started_at),
+        started_at: wire_time(launched.started_at),
     });
     let gone = async {
         if kill_on_disconnect {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::protocol::{ErrorCode, ErrorEvent, Event, SendRequest, SentEvent};
 use crate::supervisor::input::{DEFAULT_SEND_TIMEOUT, InputError, Keys};
-use crate::supervisor::progress::SendError;
+use crate::supervisor::live::SendError;
 
 use crate::daemon::client::{ClientWriter, Session, reply};
 use crate::daemon::errors::{error, internal};

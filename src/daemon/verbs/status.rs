@@ -9,7 +9,7 @@ use crate::protocol::{DaemonStatus, Event, PROTOCOL_VERSION};
 
 use crate::daemon::client::{ClientWriter, Session, send};
 use crate::daemon::state::Daemon;
-use crate::daemon::times::rfc3339;
+use crate::protocol::time::wire_time;
 
 /// Answers `status` with [`status`]'s event.
 pub(in crate::daemon) async fn apply(
@@ -29,7 +29,7 @@ fn status(daemon: &Daemon) -> Event {
         protocol: PROTOCOL_VERSION,
         socket: identity.socket.to_string_lossy().into_owned(),
         data_dir: daemon.data_dir.root().to_string_lossy().into_owned(),
-        started_at: rfc3339(identity.started_at),
+        started_at: wire_time(identity.started_at),
         uptime_ms: u64::try_from(identity.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         runs: daemon.runs_in_flight() as u64,
         clients: daemon.clients.load(Ordering::SeqCst) as u64,

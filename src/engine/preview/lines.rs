@@ -158,7 +158,7 @@ fn whole(bytes: &[u8]) -> Option<LineText> {
 mod tests {
     use super::*;
     use crate::engine::capture::{Capture, Limits, SpillPolicy};
-    use crate::engine::preview::CliSteps;
+    use crate::program::CliSteps;
     use crate::protocol::{Direction, LineRange, Preview};
     use crate::storage::spill::DataDir;
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::engine::capture::{Capture, Limits, SpillPolicy};
+use crate::program::CliSteps;
 use crate::storage::spill::DataDir;
 
 fn preview(text: &str, lines: u64, bytes: u64) -> Preview {

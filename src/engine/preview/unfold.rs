@@ -10,9 +10,10 @@
 //! far from both ends, from the spill file ([`super::lines`]).
 
 use super::lines::Lines;
-use super::{Direction, Selection};
+use super::select::Selection;
 use crate::engine::capture::CaptureView;
 use crate::engine::outline::{Fold, LineText, Segment, similar};
+use crate::protocol::Direction;
 
 /// What is left of a budget.
 #[derive(Debug, Clone, Copy)]

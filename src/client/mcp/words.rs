@@ -1,35 +1,99 @@
-//! What the model reads: each daemon answer as the text of a tool result. Pure functions of
-//! the protocol's events, so the wording is tested without a daemon.
+//! What the model reads: each daemon answer as the text of a tool result, in the words of
+//! this server's tools (`read_output`, `bash` with `until_port`, ...) rather than the command
+//! lines the daemon's text names. Pure functions of the protocol's events and the facts they
+//! carry, so the wording is tested without a daemon.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
+use crate::client::words::{self, Ended, ready_reason};
 use crate::engine::redact::notice_line;
-use crate::protocol::RunRecord;
 use crate::protocol::{
-    ExitEvent, GrepEvent, HistoryEvent, RunId, RunStatus, RunningEvent, SentEvent, ShowEvent,
+    ExitEvent, GrepEvent, HistoryEvent, NextStep, Preview, RunId, RunRecord, RunStatus,
+    RunningEvent, SentEvent, ShowEvent, StoppedProcess,
 };
 use crate::storage::grep::MAX_LINE_CHARS;
+use crate::words::{first_server, json_string, stopped_processes};
 
 /// Seconds with one decimal, as the CLI prints durations under a minute.
 fn seconds(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
 
+/// Words the daemon's preview (worded for the command line) for this server's tools: its
+/// next steps and the line that names what the run's end stopped, each where the preview's
+/// facts say it stands, so nothing is parsed back out of the text.
+pub fn reword(preview: &mut Preview, id: &RunId, stopped: &[StoppedProcess]) {
+    if let Some(line) = stopped_line(stopped) {
+        preview.reword_stopped(&line);
+    }
+    preview.content = preview.reworded(&McpSteps { id: id.clone() });
+}
+
+/// Words a notice's next steps as calls of the server's own tools (`read_output`,
+/// `grep_output`), which find a run's spill by its id.
+#[derive(Debug, Clone)]
+pub struct McpSteps {
+    pub id: RunId,
+}
+
+impl NextStep for McpSteps {
+    fn read_from(&self, _spill: &Path, line: u64) -> String {
+        format!("call read_output with id=\"{}\" offset={line}", self.id)
+    }
+
+    fn search(&self, _spill: &Path, pattern: &str) -> String {
+        format!(
+            "call grep_output with id=\"{}\" pattern={}",
+            self.id,
+            json_string(pattern)
+        )
+    }
+}
+
+/// What the run's end stopped, and how to keep a server with this server's `bash` tool; `None`
+/// when nothing was stopped.
+pub fn stopped_line(stopped: &[StoppedProcess]) -> Option<String> {
+    if stopped.is_empty() {
+        return None;
+    }
+    let how = match first_server(stopped) {
+        Some((p, port)) if !p.command.starts_with('[') => format!(
+            "call bash with command={}, yield_seconds=30 and until_port={port}",
+            json_string(&p.command)
+        ),
+        Some((_, port)) => {
+            format!(
+                "call bash with the server as the command, yield_seconds=30 and until_port={port}"
+            )
+        }
+        None => "call bash with the server as the command, yield_seconds=30 and until_port=PORT \
+                 (or until=REGEX for its ready line)"
+            .to_string(),
+    };
+    Some(format!(
+        "[spillway: stopped what the command left running: {}. To keep a server, start it \
+         as the command itself, not with &: {how}; it runs until you call kill]",
+        stopped_processes(stopped)
+    ))
+}
+
 /// How a finished run ended, in words; a non-zero exit code is an outcome, not a failure of
 /// the tool, so it is said plainly.
 pub fn ending(exit: &ExitEvent) -> String {
-    let how = match (exit.status, exit.exit_code, exit.signal) {
-        (RunStatus::TimedOut, _, _) => "timed out; its process group was killed".to_string(),
-        (RunStatus::Killed, _, Some(signal)) => format!("was stopped by signal {signal}"),
-        (_, _, Some(signal)) => format!("was killed by signal {signal}"),
-        (_, Some(code), None) => format!("exited with code {code}"),
-        (status, None, None) => format!("ended: {}", status.as_str()),
+    let end = words::ending(exit);
+    let how = match end.ended {
+        Ended::TimedOut => "timed out; its process group was killed".to_string(),
+        Ended::Stopped(signal) => format!("was stopped by signal {signal}"),
+        Ended::Killed(signal) => format!("was killed by signal {signal}"),
+        Ended::Exited(code) => format!("exited with code {code}"),
+        Ended::Other(status) => format!("ended: {}", status.as_str()),
     };
-    let how = match exit.limits_hit.iter().find(|h| h.resource == "memory") {
+    let how = match end.out_of_memory {
         Some(hit) => format!(
             "{how}: it reached its memory limit of {} and the kernel's OOM killer ended a \
              process (raise it with memory=...)",
-            crate::supervisor::limits::human_bytes(hit.limit)
+            crate::words::human_bytes(hit.limit)
         ),
         None => how,
     };
@@ -64,7 +128,7 @@ pub fn running_text(running: &RunningEvent) -> String {
             text,
             "[spillway: run {id} is ready after {elapsed} ({}) and goes on until you call kill \
              with id=\"{id}\". Its new output: call wait with id=\"{id}\" yield_seconds=5]",
-            crate::daemon::readiness::describe(ready)
+            ready_reason(ready)
         );
         return text;
     }
@@ -223,11 +287,6 @@ fn status_text(run: &RunRecord) -> String {
     }
 }
 
-/// A JSON string literal, as a model would pass the value back.
-pub fn json_string(text: &str) -> String {
-    serde_json::to_string(text).unwrap_or_else(|_| format!("\"{text}\""))
-}
-
 /// An id a model gave, checked, or a message that says what an id looks like.
 pub fn parse_id(id: &str) -> Result<RunId, String> {
     id.trim().parse().map_err(|e| format!("{e}"))
@@ -236,7 +295,10 @@ pub fn parse_id(id: &str) -> Result<RunId, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Preview;
+    use crate::engine::capture::{Capture, Limits, SpillPolicy};
+    use crate::program::CliSteps;
+    use crate::protocol::Direction;
+    use crate::storage::spill::DataDir;
 
     fn preview(content: &str, total_lines: u64) -> Preview {
         Preview {
@@ -252,8 +314,8 @@ mod tests {
             exit_code,
             signal,
             duration_ms: 1234,
-            started_at: String::new(),
-            ended_at: String::new(),
+            started_at: chrono::DateTime::UNIX_EPOCH,
+            ended_at: chrono::DateTime::UNIX_EPOCH,
             first_line: None,
             stopped: Vec::new(),
             limits_hit: Vec::new(),
@@ -339,5 +401,176 @@ mod tests {
         assert!(parse_id(" 20261121-101502-k3f7 ").is_ok());
         let message = parse_id("../etc").unwrap_err();
         assert!(message.contains("YYYYMMDD-HHMMSS-xxxx"), "{message}");
+    }
+
+    fn server_at(port: u16) -> StoppedProcess {
+        StoppedProcess {
+            pid: 123,
+            command: "python3 -m http.server 8000".into(),
+            ports: vec![port],
+        }
+    }
+
+    #[test]
+    fn the_mcp_wording_replaces_the_cli_line() {
+        let stopped = [server_at(8000)];
+        let mut preview = Preview {
+            shown: Vec::new(),
+            ..Preview::whole("served\n".into(), 1)
+        };
+        crate::supervisor::leftovers::annotate(&mut preview, &stopped, &[], None);
+        assert!(preview.content.starts_with("served\n[spillway: stopped"));
+        reword(&mut preview, &id(), &stopped);
+        let content = preview.content;
+        assert!(
+            content.contains(
+                "call bash with command=\"python3 -m http.server 8000\", yield_seconds=30 and \
+                 until_port=8000"
+            ),
+            "{content}"
+        );
+        assert!(!content.contains("spillway run"), "{content}");
+    }
+
+    fn id() -> RunId {
+        "20261121-101502-k3f7".parse().unwrap()
+    }
+
+    /// Previews of `text` with CLI and MCP wording, spilled under `dir_name`.
+    /// A cut preview with a secret in its shown lines and a stopped server: after the daemon's
+    /// redaction (which moves the notice and the stopped line), the MCP words both its steps
+    /// and its stopped line where the facts say, and the rest of the text stays as it was.
+    #[test]
+    fn a_redacted_cut_preview_is_reworded_where_its_facts_say() {
+        let mut text = String::from("token=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789\n");
+        text.push_str(&numbered(100));
+        let (mut cli, _) = both_wordings(&text, 6, Direction::Both, "d");
+        let stopped = [server_at(8000)];
+        crate::supervisor::leftovers::annotate(&mut cli, &stopped, &[], None);
+        cli.redact(crate::engine::redact::Redactor::builtin());
+        let [start, end] = cli.stopped_at.unwrap();
+        assert!(
+            cli.content[start..end].starts_with("[spillway: stopped what the command left"),
+            "{}",
+            cli.content
+        );
+        let before = cli.content[..cli.next.as_ref().unwrap().read_at[0]].to_string();
+        let after = cli.content[end..].to_string();
+        reword(&mut cli, &id(), &stopped);
+        let content = &cli.content;
+        assert!(content.starts_with(&before), "{content}");
+        assert!(content.ends_with(&after), "{content}");
+        assert!(
+            content.contains(&stopped_line(&stopped).unwrap()),
+            "{content}"
+        );
+        assert!(content.contains("call read_output with id="), "{content}");
+        for cli_word in ["spillway read", "grep -n", "spillway run"] {
+            assert!(!content.contains(cli_word), "{cli_word}: {content}");
+        }
+    }
+
+    fn both_wordings(
+        text: &str,
+        lines: u64,
+        direction: Direction,
+        dir_name: &str,
+    ) -> (Preview, Preview) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(&tmp.path().join(dir_name)).unwrap();
+        let mut capture = Capture::new(
+            Limits::new(lines, 100_000).unwrap(),
+            SpillPolicy::Always(dir),
+        );
+        capture.write(text);
+        capture.finish();
+        let view = capture.view();
+        (
+            Preview::build(&view, direction, &CliSteps),
+            Preview::build(&view, direction, &McpSteps { id: id() }),
+        )
+    }
+
+    fn numbered(n: usize) -> String {
+        (1..=n).map(|i| format!("line {i}\n")).collect()
+    }
+
+    #[test]
+    fn rewording_equals_building_with_mcp_steps() {
+        let mut with_errors = numbered(50);
+        with_errors.push_str("src/a.c:3:4: error: it's broken\n");
+        for i in 0..30 {
+            with_errors.push_str(&format!("make[1]: *** [Makefile:{i}: all] Error 1\n"));
+        }
+        with_errors.push_str(&numbered(300));
+        let cases = [
+            (numbered(100), 6, Direction::Both, "plain"),
+            (numbered(100), 6, Direction::Head, "with space"),
+            (numbered(100), 6, Direction::Tail, "it's quoted"),
+            (with_errors, 40, Direction::Both, "errors 'and' quotes"),
+        ];
+        for (text, lines, direction, dir_name) in cases {
+            let (cli, mcp) = both_wordings(&text, lines, direction, dir_name);
+            assert!(cli.truncated, "{dir_name}");
+            let mut reworded = cli.clone();
+            reword(&mut reworded, &id(), &[]);
+            assert_eq!(reworded.content, mcp.content, "{dir_name}");
+            assert!(!reworded.content.contains("spillway read"), "{dir_name}");
+            assert!(!reworded.content.contains("grep -n"), "{dir_name}");
+        }
+    }
+
+    #[test]
+    fn the_mcp_notice_names_the_tools_and_the_id() {
+        let (_, mcp) = both_wordings(&numbered(100), 6, Direction::Both, "d");
+        assert!(
+            mcp.content
+                .contains("call read_output with id=\"20261121-101502-k3f7\" offset=4"),
+            "{}",
+            mcp.content
+        );
+        assert!(
+            mcp.content
+                .contains("call grep_output with id=\"20261121-101502-k3f7\" pattern=\"PATTERN\"")
+        );
+    }
+
+    #[test]
+    fn output_that_looks_like_a_step_is_left_alone() {
+        let (cli, _) = both_wordings(&numbered(3), 100, Direction::Both, "d");
+        let spill = cli.spill_path.clone().unwrap();
+        let echoed = format!("spillway read {spill} --offset 2\n");
+        let mut preview = Preview {
+            truncated: true,
+            content: format!("{echoed}\n[spillway: output truncated ...]\n"),
+            ..cli
+        };
+        reword(&mut preview, &id(), &[]);
+        assert!(preview.content.starts_with(&echoed));
+    }
+
+    #[test]
+    fn steps_are_reworded_where_they_stand_after_redaction() {
+        // A credential in the shown lines is redacted after the notice is written: the text
+        // before the steps changes length, and the steps' places move with it.
+        let mut text = String::from("token=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789\n");
+        text.push_str(&numbered(100));
+        let (cli, mcp) = both_wordings(&text, 6, Direction::Both, "d");
+        let mut redacted = cli.clone();
+        redacted.redact(crate::engine::redact::Redactor::builtin());
+        assert_ne!(
+            redacted.content.len(),
+            cli.content.len(),
+            "something was redacted"
+        );
+        reword(&mut redacted, &id(), &[]);
+        let notice =
+            |p: &Preview| p.content[p.content.rfind("[spillway: output").unwrap()..].to_string();
+        assert!(
+            notice(&redacted).starts_with(&notice(&mcp)[..notice(&mcp).len() - 1]),
+            "{}",
+            redacted.content
+        );
+        assert!(!redacted.content.contains("spillway read"));
     }
 }

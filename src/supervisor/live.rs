@@ -8,10 +8,10 @@
 //! bytes on through a bounded [`broadcast`] channel that drops what a lagging receiver has not
 //! taken (the receiver learns how much, and falls back to the spill file).
 //!
-//! The daemon reads: a [`Snapshot`] (a preview of everything so far, including the line still
+//! The daemon reads: the output [`SoFar`] (a preview of everything so far, including the line still
 //! being written), the counters and the idle time, and types into the terminal through
-//! [`Live::send`]. Nothing the daemon does here can make the reader wait for long: a snapshot
-//! holds the lock only while it builds one bounded preview, and followers read the spill file,
+//! [`Live::send`]. Nothing the daemon does here can make the reader wait for long: a look at the output
+//! so far holds the lock only while it builds one bounded preview, and followers read the spill file,
 //! never the reader's memory.
 
 use std::path::{Path, PathBuf};
@@ -27,6 +27,7 @@ use crate::engine::highlight::Patterns;
 use crate::engine::normalise::Normaliser;
 use crate::engine::snapshot::{self, Cursor};
 use crate::engine::tokens;
+use crate::program::CliSteps;
 use crate::protocol::cut::shown_end;
 use crate::protocol::{Direction, Preview};
 use crate::supervisor::input::{Input, InputError, Keys};
@@ -98,7 +99,7 @@ pub struct LiveStats {
 
 /// A preview of a running command's output so far.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub struct SoFar {
     pub preview: Preview,
     /// Bytes of text committed (in the spill, or on their way to it).
     pub committed: u64,
@@ -213,7 +214,7 @@ impl Live {
         let (preview, (bytes, lines)) = {
             let mut engine = self.engine();
             engine.finish();
-            let preview = engine.preview(self.shape.direction, self.max_tokens);
+            let preview = engine.preview(self.shape.direction, &CliSteps, self.max_tokens);
             (preview, engine.capture().totals())
         };
         self.publish(bytes, lines);
@@ -224,7 +225,7 @@ impl Live {
 
     /// A preview of everything so far, the line being written included. Blocks while the
     /// reader holds the capture (for one chunk), so call it off the async runtime.
-    pub fn snapshot(&self) -> Snapshot {
+    pub fn so_far(&self) -> SoFar {
         let mut engine = self.engine();
         engine.capture_mut().hand_off();
         let view = engine.capture().view();
@@ -232,7 +233,7 @@ impl Live {
         // A piece at the end of the unfinished line could be a secret being written: it is
         // shown once the line is complete, when redaction can see it whole.
         let pending = &pending[..shown_end(pending)];
-        let preview = snapshot::with_pending(&view, pending, self.shape.direction);
+        let preview = snapshot::with_pending(&view, pending, self.shape.direction, &CliSteps);
         let cursor = if view.total_bytes == 0 || view.ends_with_newline() {
             Cursor {
                 lines: view.total_lines,
@@ -244,7 +245,7 @@ impl Live {
                 offset: view.total_bytes - view.last_line_bytes,
             }
         };
-        let snapshot = Snapshot {
+        let so_far = SoFar {
             preview,
             committed: view.total_bytes,
             pending: pending.to_string(),
@@ -252,7 +253,7 @@ impl Live {
             stats: self.stats(),
         };
         drop(engine);
-        snapshot
+        so_far
     }
 
     /// Elapsed and idle time, lines and bytes so far.

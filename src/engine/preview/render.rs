@@ -1,0 +1,163 @@
+//! Rendering a selection: its lines in output order, the markers that say what a fold, an
+//! omission or a partial line stands for, and the notice at the end; and the ranges of lines
+//! it shows whole, for the JSON.
+
+use std::fmt::Write as _;
+
+use crate::engine::capture::CaptureView;
+use crate::engine::outline::{Fold, Segment};
+use crate::protocol::{LineRange, NextStep, NextSteps, Preview};
+
+use super::Offset;
+use super::notice::notice;
+use super::select::Selection;
+
+/// The lines that appear whole: each segment's shown lines and the highlights, as ranges.
+/// Ranges merge only within one piece (the head, a highlight, the tail; the head and tail are
+/// one piece when nothing lies between them): between pieces the content has a marker, so
+/// lines adjacent in the spill are not adjacent there.
+pub(super) fn shown_ranges(s: &Selection, total: u64) -> Vec<LineRange> {
+    let piece = |segments: &[Segment]| {
+        let mut lines = Vec::new();
+        for seg in segments {
+            push_shown(&mut lines, seg);
+        }
+        lines
+    };
+    let mut pieces = vec![piece(&s.head)];
+    pieces.extend(s.highlights.iter().map(|h| vec![(h.first, h.last)]));
+    let tail = piece(&s.tail);
+    if s.is_cut(total) || !s.highlights.is_empty() {
+        pieces.push(tail);
+    } else {
+        pieces[0].extend(tail);
+    }
+    let mut ranges: Vec<LineRange> = Vec::new();
+    for lines in pieces {
+        let mut merged: Vec<LineRange> = Vec::new();
+        for (first, last) in lines {
+            match merged.last_mut() {
+                Some(r) if r.last + 1 == first => r.last = last,
+                _ => merged.push(LineRange { first, last }),
+            }
+        }
+        ranges.extend(merged);
+    }
+    ranges
+}
+
+fn push_shown(lines: &mut Vec<(u64, u64)>, seg: &Segment) {
+    lines.push((seg.first, seg.first));
+    if seg.fold == Fold::Similar {
+        lines.push((seg.last_line(), seg.last_line()));
+    }
+}
+
+/// Appends segments: each shown line, and the marker that says what a fold stands for.
+fn render_segments(out: &mut String, segments: &[Segment], base: u64) {
+    for seg in segments {
+        out.push_str(&seg.head.text);
+        out.push('\n');
+        let (first, last) = (base + seg.first, base + seg.last_line());
+        match seg.fold {
+            Fold::Line => {}
+            Fold::Repeat => {
+                let _ = writeln!(
+                    out,
+                    "[... repeated {} times, lines {first}-{last} ...]",
+                    seg.lines
+                );
+            }
+            Fold::Similar => {
+                let _ = writeln!(
+                    out,
+                    "[... {} similar lines, lines {}-{}: same text, other numbers ...]",
+                    seg.lines - 2,
+                    first + 1,
+                    last - 1
+                );
+                out.push_str(&seg.last.text);
+                out.push('\n');
+            }
+        }
+    }
+}
+
+pub(super) fn render(
+    view: &CaptureView<'_>,
+    s: &Selection,
+    preview: &Preview,
+    steps: &dyn NextStep,
+    offset: Offset,
+) -> (String, Option<NextSteps>) {
+    let base = offset.lines;
+    let mut out = String::with_capacity(view.limits.max_bytes() + 1024);
+    render_segments(&mut out, &s.head, base);
+    if let Some(p) = &s.head_partial {
+        out.push_str(&String::from_utf8_lossy(&view.head[p.start..p.end]));
+        let _ = writeln!(
+            out,
+            "\n[... line {} goes on: {} more bytes ...]",
+            base + p.info.line,
+            p.info.line_bytes - p.info.shown_bytes
+        );
+    }
+    let total = view.total_lines;
+    let (first, last) = (s.head_end() + 1, s.tail_start(total) - 1);
+    if first <= last {
+        let (first_shown, last_shown) = (base + first, base + last);
+        let count = last + 1 - first;
+        let lines = if count == 1 { "line" } else { "lines" };
+        let before = !s.head.is_empty() || s.head_partial.is_some();
+        let after = !s.tail.is_empty() || s.tail_partial.is_some();
+        if s.highlights.is_empty() {
+            // A head or a tail alone ends where the notice begins, which says the rest.
+            if before && after {
+                let _ = writeln!(
+                    out,
+                    "[... {count} {lines} omitted (lines {first_shown}-{last_shown}) ...]"
+                );
+            }
+        } else {
+            let found = match s.highlights.len() {
+                1 => "1 of them looks like an error: here it is, after its line number".to_string(),
+                n => format!(
+                    "{n} of them look like errors: here they are, each after its line number"
+                ),
+            };
+            let _ = writeln!(
+                out,
+                "[... {count} {lines} omitted (lines {first_shown}-{last_shown}); {found} ...]"
+            );
+            for h in &s.highlights {
+                let _ = writeln!(out, "[at line {}]", base + h.first);
+                out.push_str(&h.text);
+            }
+            if after {
+                let _ = writeln!(out, "[... the last lines ...]");
+            }
+        }
+    }
+    if let Some(p) = &s.tail_partial {
+        if p.info.shown_bytes < p.info.line_bytes {
+            let _ = writeln!(
+                out,
+                "[... line {} is {} bytes; its last {} follow ...]",
+                base + p.info.line,
+                p.info.line_bytes,
+                p.info.shown_bytes
+            );
+        }
+        out.push_str(&String::from_utf8_lossy(&view.tail[p.start..p.end]));
+        out.push('\n');
+    }
+    render_segments(&mut out, &s.tail, base);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push('\n');
+    let (notice, next) = notice(view, s, preview, steps, base);
+    let next = next.map(|next| next.moved(out.len() as isize));
+    out.push_str(&notice);
+    (out, next)
+}
