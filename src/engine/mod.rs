@@ -4,7 +4,8 @@
 //! finds lines like errors, `outline` folds repeats) -> `preview` (what the model sees, within
 //! its limits, and the notice) with `redact` (credentials out of text bound for a model) and
 //! `tokens` (the model's own count). `snapshot` previews a run that is still going with the
-//! same rules. The engine writes through `crate::storage` and knows nothing of processes or
+//! same rules. `template` learns which lines share a template, for folds (not yet used by
+//! the preview). The engine writes through `crate::storage` and knows nothing of processes or
 //! sockets.
 
 pub mod capture;
@@ -16,4 +17,5 @@ pub mod preview;
 pub mod redact;
 pub(crate) mod scanner;
 pub(crate) mod snapshot;
+pub mod template;
 pub mod tokens;
