@@ -186,8 +186,8 @@ impl Learner {
     fn most_similar(&self, leaf: u64, pieces: &[Piece<'_>]) -> Option<TemplateId> {
         let mut best: Option<(f64, TemplateId)> = None;
         for id in self.leaves.get(&leaf)?.iter().take(MAX_CANDIDATES) {
-            let score = self.templates.get(id)?.similarity(pieces);
-            if let Some(score) = score.filter(|s| *s >= SIMILARITY)
+            let score = self.templates.get(id)?.similarity(pieces, SIMILARITY);
+            if let Some(score) = score
                 && best.is_none_or(|(b, _)| score > b)
             {
                 best = Some((score, *id));

@@ -37,27 +37,36 @@ impl Template {
         }
     }
 
-    /// The share of a line's pieces that agree with the template, from 0 to 1, or `None` when
-    /// the two have different numbers of words. A fixed word agrees with the same word, a
-    /// variable field with a wildcard; a word where the template has a wildcard fits it but
-    /// does not count, so a template made loose by merges takes a line only when the line
-    /// agrees with the rest of it.
-    /// `None` too when joining would turn a status word into a wildcard ([`is_status`]).
-    pub(super) fn similarity(&self, pieces: &[Piece<'_>]) -> Option<f64> {
-        if pieces.len() != self.slots.len() || pieces.is_empty() || self.would_hide_status(pieces) {
+    /// The share of a line's pieces that agree with the template, from 0 to 1, when it is at
+    /// least `at_least`; `None` below it, when the two have different numbers of words, or
+    /// when joining would turn a status word into a wildcard ([`is_status`]). A fixed word
+    /// agrees with the same word, a variable field with a wildcard; a word where the template
+    /// has a wildcard fits it but does not count, so a template made loose by merges takes a
+    /// line only when the line agrees with the rest of it. Stops at the first disagreement too
+    /// many: most lines compared with a template are not of it.
+    pub(super) fn similarity(&self, pieces: &[Piece<'_>], at_least: f64) -> Option<f64> {
+        if pieces.len() != self.slots.len() || pieces.is_empty() {
             return None;
         }
-        let agree = self
-            .slots
-            .iter()
-            .zip(pieces)
-            .filter(|(slot, piece)| match (slot, piece) {
+        let n = pieces.len();
+        let mut disagree_left =
+            n - (at_least * n as f64 - 1e-9).ceil().clamp(0.0, n as f64) as usize;
+        let mut agree = 0;
+        for (slot, piece) in self.slots.iter().zip(pieces) {
+            let agrees = match (slot, piece) {
                 (Some(fixed), Piece::Word(word)) => **fixed == **word,
                 (None, Piece::Var) => true,
                 _ => false,
-            })
-            .count();
-        Some(agree as f64 / pieces.len() as f64)
+            };
+            if agrees {
+                agree += 1;
+            } else if disagree_left == 0 {
+                return None;
+            } else {
+                disagree_left -= 1;
+            }
+        }
+        (!self.would_hide_status(pieces)).then_some(agree as f64 / n as f64)
     }
 
     /// Whether a fixed word that differs from the line's word there is a status word, on
@@ -177,7 +186,7 @@ mod tests {
         let mut template = Template::new(&pieces(first), 1, 0);
         assert_eq!(template.text(), "test a::one ... ok");
         let second = "test a::two ... ok";
-        assert_eq!(template.similarity(&pieces(second)), Some(0.75));
+        assert_eq!(template.similarity(&pieces(second), 0.0), Some(0.75));
         template.merge(&pieces(second), 2);
         assert_eq!(template.text(), "test <*> ... ok");
         assert!(template.matches(first) && template.matches(second));
@@ -191,21 +200,30 @@ mod tests {
     #[test]
     fn status_words_keep_templates_apart() {
         let template = Template::new(&pieces("test case_1 ... ok"), 1, 0);
-        assert_eq!(template.similarity(&pieces("test case_2 ... FAILED")), None);
         assert_eq!(
-            template.similarity(&pieces("test case_2 ... ignored")),
+            template.similarity(&pieces("test case_2 ... FAILED"), 0.0),
+            None
+        );
+        assert_eq!(
+            template.similarity(&pieces("test case_2 ... ignored"), 0.0),
             None
         );
         let template = Template::new(&pieces("a/b.py::t PASSED [ 10%]"), 1, 0);
         assert_eq!(
-            template.similarity(&pieces("a/c.py::u FAILED [ 20%]")),
+            template.similarity(&pieces("a/c.py::u FAILED [ 20%]"), 0.0),
             None
         );
         let template = Template::new(&pieces("12:00 INFO served one"), 1, 0);
-        assert_eq!(template.similarity(&pieces("12:01 WARN served one")), None);
-        assert_eq!(template.similarity(&pieces("12:01 INFO served two")), None);
         assert_eq!(
-            template.similarity(&pieces("12:01 INFO served one")),
+            template.similarity(&pieces("12:01 WARN served one"), 0.0),
+            None
+        );
+        assert_eq!(
+            template.similarity(&pieces("12:01 INFO served two"), 0.0),
+            None
+        );
+        assert_eq!(
+            template.similarity(&pieces("12:01 INFO served one"), 0.0),
             Some(1.0)
         );
     }
@@ -215,9 +233,9 @@ mod tests {
         let template = Template::new(&pieces("took 12ms at 2026-01-01"), 1, 0);
         assert_eq!(template.text(), "took <*> at <*>");
         assert_eq!(
-            template.similarity(&pieces("took 9ms at 2027-02-02")),
+            template.similarity(&pieces("took 9ms at 2027-02-02"), 0.0),
             Some(1.0)
         );
-        assert_eq!(template.similarity(&pieces("took 9ms")), None);
+        assert_eq!(template.similarity(&pieces("took 9ms"), 0.0), None);
     }
 }
