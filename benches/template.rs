@@ -94,7 +94,11 @@ fn repeat_lines(bytes: usize, line: fn(u64) -> String) -> String {
 }
 
 fn cargo_test_line(i: u64) -> String {
-    let verdict = if i % 997 == 0 { "FAILED" } else { "ok" };
+    let verdict = if i.is_multiple_of(997) {
+        "FAILED"
+    } else {
+        "ok"
+    };
     format!("test module_{}::tests::case_{i} ... {verdict}", i % 13)
 }
 
@@ -117,7 +121,7 @@ fn distinct_line(i: u64) -> String {
 
 fn long_line(i: u64) -> String {
     let mut line = format!("record {i}:");
-    while line.len() < 2040 {
+    while line.len() + 31 < 2048 {
         line.push_str(" field_value_with_a_longer_name");
     }
     line

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 
-fn learn_all<'a>(learner: &mut Learner, lines: &[&'a str]) -> Vec<LineTemplate> {
+fn learn_all(learner: &mut Learner, lines: &[&str]) -> Vec<LineTemplate> {
     lines
         .iter()
         .enumerate()
