@@ -11,7 +11,9 @@
 //! bare split into lines are timed too: capture already does both for every byte.
 //!
 //! Run: `cargo bench --bench template`. Environment: `SPILLWAY_BENCH_BYTES` (default 64 MiB),
-//! `SPILLWAY_BENCH_ROUNDS` (default 3; the best round is reported).
+//! `SPILLWAY_BENCH_ROUNDS` (default 3; the best round is reported), `SPILLWAY_BENCH_ONLY` (learn
+//! only the texts whose name contains it: for instruction counts under callgrind, e.g.
+//! `valgrind --tool=callgrind --toggle-collect='*Learner*learn*' target/release/deps/template-*`).
 
 #[allow(dead_code)] // only the input and environment helpers of the shared bench code
 mod common;
@@ -56,7 +58,11 @@ fn main() -> BenchResult<()> {
         "held",
         "resident MiB"
     );
-    for (name, text) in &texts {
+    let only = std::env::var("SPILLWAY_BENCH_ONLY").unwrap_or_default();
+    for (name, text) in texts
+        .iter()
+        .filter(|(name, _)| name.contains(only.as_str()))
+    {
         let (split_secs, lines) = best(rounds, || text.lines().count());
         let before = rss_mib();
         let (learn_secs, learner) = best(rounds, || {
