@@ -180,7 +180,7 @@ fn summary(workloads: &[Workload], rows: &[[Option<Cell>; 4]]) {
     }
     println!("{totals}\n{medians}");
     println!(
-        "\n`=`: the tool refused the command (no filter for it); its plain output is counted, as its hook would let it through."
+        "\n`=`: the tool's hook leaves the command alone, or the tool refused it; the plain output is counted."
     );
 }
 

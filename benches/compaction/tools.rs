@@ -27,6 +27,8 @@ pub struct Tools {
     pub home: PathBuf,
     pub data_dir: PathBuf,
     pub path: String,
+    /// The toolchain's homes, kept while `HOME` moves, so `cargo` still finds its toolchain.
+    pub toolchain_homes: Vec<(&'static str, PathBuf)>,
 }
 
 impl Tools {
@@ -42,6 +44,7 @@ impl Tools {
             home,
             data_dir,
             path: path_with(peers),
+            toolchain_homes: toolchain_homes(),
         })
     }
 
@@ -76,13 +79,26 @@ impl Tools {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// `rtk COMMAND`: its filter for the command when it has one, else it runs it as it is.
+    /// What rtk's hook makes of the command (`rtk rewrite COMMAND`, which its hooks call): the
+    /// rewritten command's output, or the plain output when the hook leaves the command alone.
     pub fn rtk(&self, workload: &Workload, plain: &str) -> BenchResult<Option<Output>> {
         let Some(rtk) = &self.rtk else {
             return Ok(None);
         };
-        let text = self.shell(workload, &format!("{} {}", rtk.display(), workload.command))?;
-        Ok(Some(passthrough_if_refused(text, plain)))
+        let quoted = shlex::try_quote(&workload.command)?;
+        let rewritten = self.shell(workload, &format!("{} rewrite {quoted}", rtk.display()))?;
+        let rewritten = rewritten.trim();
+        if !rewritten.starts_with("rtk ") {
+            return Ok(Some(Output {
+                text: plain.to_owned(),
+                passthrough: Some("not rewritten by its hook".into()),
+            }));
+        }
+        let command = format!("{}{}", rtk.display(), &rewritten["rtk".len()..]);
+        Ok(Some(passthrough_if_refused(
+            self.shell(workload, &command)?,
+            plain,
+        )))
     }
 
     /// `squeez wrap 'COMMAND'`, as its hooks rewrite a shell tool's command.
@@ -106,11 +122,28 @@ impl Tools {
             .env("SQUEEZ_DIR", self.home.join("squeez"))
             .env("NO_COLOR", "1")
             .env("LC_ALL", "C")
+            .envs(self.toolchain_homes.iter().map(|(k, v)| (*k, v)))
             .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUST_BACKTRACE")
             .stdin(Stdio::null())
             .output()?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
+}
+
+/// `RUSTUP_HOME` and `CARGO_HOME` as the bench's own environment has them, or where they are
+/// under the real `HOME`.
+fn toolchain_homes() -> Vec<(&'static str, PathBuf)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    [("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")]
+        .into_iter()
+        .filter_map(|(name, dir)| {
+            let path = std::env::var_os(name)
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(dir)))?;
+            Some((name, path))
+        })
+        .collect()
 }
 
 /// A peer that refuses a command it has no filter for (a usage error) stands for the plain

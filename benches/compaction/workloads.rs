@@ -17,8 +17,10 @@ pub struct Workload {
     pub dir: PathBuf,
     /// The command, as a shell would be given it.
     pub command: String,
-    /// Text the preview must carry whole for an agent to act: the failure, its reason, the
-    /// verdict.
+    /// What a tool's text must carry, verbatim, for an agent to act: the failing test's name
+    /// and its reason, the error and its file, the wanted line's words. Fragments of the key
+    /// lines, not whole lines, so a tool that rewords a line but keeps what matters keeps the
+    /// key; the verdict's counts are checked as truths instead.
     pub keys: Vec<String>,
     /// Counts the output states, by noun (`passed`, `error`, `warning`, `problem`, `test`):
     /// what a tool's own summary is checked against.
@@ -137,11 +139,7 @@ fn cargo_test(dir: &Path, _: &Path) -> BenchResult<Workload> {
         "cargo test",
         dir,
         "cargo test",
-        &[
-            "test tests::batch_150_sums ... FAILED",
-            "checksum of batch 150",
-            "test result: FAILED. 299 passed; 1 failed",
-        ],
+        &["batch_150_sums", "checksum of batch 150"],
     );
     w.truths = vec![("passed", 299), ("failed", 1), ("test", 300)];
     Ok(w)
@@ -163,7 +161,7 @@ fn cargo_build(dir: &Path, _: &Path) -> BenchResult<Workload> {
         "cargo build",
         dir,
         "cargo build",
-        &["error[E0308]: mismatched types", "src/lib.rs:302:22"],
+        &["mismatched types", "src/lib.rs:302"],
     );
     w.truths = vec![("warning", 60)];
     Ok(w)
@@ -197,12 +195,12 @@ fn pytest(dir: &Path, peers: &Path) -> BenchResult<Workload> {
     let mut w = workload(
         "pytest -v",
         dir,
-        &format!("{} -v -p no:cacheprovider test_double.py", pytest.display()),
+        "pytest -v -p no:cacheprovider test_double.py",
         &[
-            "test_double.py::TestDouble::test_double_123 FAILED",
-            "AssertionError: 246 != 247",
-            "AssertionError: 642 != 643",
-            "2 failed, 398 passed",
+            "test_double_123",
+            "test_double_321",
+            "246 != 247",
+            "642 != 643",
         ],
     );
     w.truths = vec![("passed", 398), ("failed", 2)];
@@ -218,9 +216,10 @@ fn unittest(dir: &Path, _: &Path) -> BenchResult<Workload> {
         dir,
         "python3 -m unittest -v test_double",
         &[
-            "FAIL: test_double_123 (test_double.TestDouble",
-            "AssertionError: 246 != 247",
-            "FAILED (failures=2)",
+            "test_double_123",
+            "test_double_321",
+            "246 != 247",
+            "642 != 643",
         ],
     );
     w.truths = vec![("test", 400)];
@@ -245,7 +244,7 @@ fn node_test(dir: &Path, _: &Path) -> BenchResult<Workload> {
         "node --test",
         dir,
         "node --test triple.test.js",
-        &["not ok 78 - triples 77", "231 !== 232"],
+        &["triples 77", "231 !== 232"],
     );
     w.truths = vec![("test", 200)];
     Ok(w)
@@ -267,16 +266,13 @@ fn go_test(dir: &Path, _: &Path) -> BenchResult<Workload> {
         "go test",
         dir,
         "go test -v ./...",
-        &["--- FAIL: TestInc042", "inc of 42: got 43"],
+        &["TestInc042", "inc of 42: got 43"],
     ))
 }
 
 /// 150 warnings (unused variables) and one error (an undefined name) over 10 files.
 fn eslint(dir: &Path, peers: &Path) -> BenchResult<Workload> {
-    let eslint = peers.join("node/node_modules/.bin/eslint");
-    if !eslint.exists() {
-        return Err("no eslint (run scripts/install-peers.sh)".into());
-    }
+    project_node_modules(dir, peers, "eslint")?;
     write(
         &dir.join("eslint.config.mjs"),
         "export default [{ files: ['src/**/*.js'], languageOptions: { sourceType: 'commonjs', globals: { module: 'readonly' } }, rules: { 'no-unused-vars': 'warn', 'no-undef': 'error' } }];\n",
@@ -294,22 +290,25 @@ fn eslint(dir: &Path, peers: &Path) -> BenchResult<Workload> {
         }
         write(&dir.join(format!("src/file{f}.js")), &text)?;
     }
-    let mut w = workload(
-        "eslint",
-        dir,
-        &format!("{} src", eslint.display()),
-        &["'undefinedTotal' is not defined", "src/file6.js"],
-    );
+    let mut w = workload("eslint", dir, "eslint src", &["undefinedTotal", "file6.js"]);
     w.truths = vec![("problem", 151), ("error", 1), ("warning", 150)];
     Ok(w)
 }
 
+/// Links the installed `node_modules` into the project, where a project has its linters and
+/// where the peers (through `npx`) look for them.
+fn project_node_modules(dir: &Path, peers: &Path, tool: &str) -> BenchResult<()> {
+    let modules = peers.join("node/node_modules");
+    if !modules.join(".bin").join(tool).exists() {
+        return Err(format!("no {tool} (run scripts/install-peers.sh)").into());
+    }
+    std::os::unix::fs::symlink(&modules, dir.join("node_modules"))?;
+    Ok(())
+}
+
 /// 150 implicit-any errors and, first, the one that matters: a module that does not exist.
 fn tsc(dir: &Path, peers: &Path) -> BenchResult<Workload> {
-    let tsc = peers.join("node/node_modules/.bin/tsc");
-    if !tsc.exists() {
-        return Err("no tsc (run scripts/install-peers.sh)".into());
-    }
+    project_node_modules(dir, peers, "tsc")?;
     write(
         &dir.join("tsconfig.json"),
         r#"{"compilerOptions": {"strict": true, "noEmit": true, "module": "commonjs", "target": "es2020"}, "include": ["src"]}"#,
@@ -322,12 +321,7 @@ fn tsc(dir: &Path, peers: &Path) -> BenchResult<Workload> {
         );
     }
     write(&dir.join("src/handlers.ts"), &text)?;
-    let mut w = workload(
-        "tsc",
-        dir,
-        &format!("{} -p .", tsc.display()),
-        &["error TS2307: Cannot find module './missing-config'"],
-    );
+    let mut w = workload("tsc", dir, "tsc -p .", &["TS2307", "missing-config"]);
     w.truths = vec![("error", 301)];
     Ok(w)
 }
@@ -356,10 +350,7 @@ fn make_k(dir: &Path, _: &Path) -> BenchResult<Workload> {
         "make -k",
         dir,
         "make -k",
-        &[
-            "src/f150.c:1:25: error: 'undefined_total' undeclared",
-            "make: *** [Makefile:5: obj/f150.o] Error 1",
-        ],
+        &["undefined_total", "f150.c"],
     ))
 }
 
@@ -370,15 +361,13 @@ fn pip_download(dir: &Path, peers: &Path) -> BenchResult<Workload> {
     if !pip.exists() {
         return Err("no virtualenv pip (run scripts/install-peers.sh)".into());
     }
-    let command = format!(
-        "{} download --no-deps --no-cache-dir --progress-bar on -d dl setuptools==75.6.0 wheel==0.45.1 pip==24.3.1",
-        pip.display()
-    );
+    // Into a new directory each time, so every tool sees the downloads (and their bars).
+    let command = "rm -rf dl && pip download --no-deps --no-cache-dir --progress-bar on -d dl setuptools==75.6.0 wheel==0.45.1 pip==24.3.1";
     Ok(workload(
         "pip download (tty)",
         dir,
         &format!("script -qefc '{command}' /dev/null"),
-        &["Successfully downloaded setuptools wheel pip"],
+        &["Successfully downloaded"],
     ))
 }
 
@@ -420,7 +409,7 @@ fn git_log(dir: &Path, _: &Path) -> BenchResult<Workload> {
         "git log",
         dir,
         "git log --stat",
-        &["fix: reject empty batch ids"],
+        &["reject empty batch ids"],
     ))
 }
 
@@ -444,7 +433,7 @@ fn git_diff(dir: &Path, _: &Path) -> BenchResult<Workload> {
         "git diff",
         dir,
         "git diff",
-        &["+pub fn item_13_7() -> u32 { panic!(\"empty batch\") }"],
+        &["panic!(\"empty batch\")", "module_13.rs"],
     ))
 }
 
@@ -468,7 +457,7 @@ fn git_status(dir: &Path, _: &Path) -> BenchResult<Workload> {
         "git status",
         dir,
         "git status --untracked-files=all",
-        &["deleted:    src/module_29.rs"],
+        &["module_29.rs"],
     ))
 }
 
@@ -497,11 +486,7 @@ for i in range(600):
         "app log, 1 traceback",
         dir,
         "python3 app.py",
-        &[
-            "ZeroDivisionError: division by zero",
-            "in compute_ratio",
-            "failed to compute ratio for batch 300",
-        ],
+        &["ZeroDivisionError", "compute_ratio", "batch 300"],
     ))
 }
 
@@ -519,7 +504,7 @@ fn find(dir: &Path, _: &Path) -> BenchResult<Workload> {
         "find",
         dir,
         "find . -type f",
-        &["./data/archive/needle-config.toml"],
+        &["needle-config.toml"],
     ))
 }
 
@@ -537,7 +522,7 @@ print(json.dumps({"total_count": 48213, "page": 1, "items": items, "next_page": 
         "long JSON line",
         dir,
         "python3 response.py",
-        &["\"total_count\": 48213", "\"next_page\": \"cursor-7f3a\""],
+        &["\"total_count\": 48213", "cursor-7f3a"],
     ))
 }
 
