@@ -11,6 +11,7 @@
 //! keep each tool's text in the work directory and print its path.
 
 mod claims;
+mod folds;
 mod tools;
 mod workloads;
 
@@ -26,7 +27,9 @@ type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Outputs above this many tokens are those the median saving is taken over: below it, an
 /// output is cheap whatever a tool does with it.
-const SMALL_TOKENS: usize = 1000;
+const SMALL_TOKENS: usize = folds::SMALL_TOKENS;
+/// The columns, in order.
+const TOOLS: [&str; 5] = ["plain", "spillway", "folds (prototype)", "rtk", "squeez"];
 
 /// One tool's figures on one workload.
 struct Cell {
@@ -56,7 +59,9 @@ fn main() -> BenchResult<()> {
         println!("left out: {name}: {why}");
     }
     println!(
-        "\n| workload | key lines | plain | spillway | rtk | squeez |\n|---|--:|--:|--:|--:|--:|"
+        "\n| workload | key lines | {} |\n|---|--:|{}",
+        TOOLS.join(" | "),
+        "--:|".repeat(TOOLS.len())
     );
     let mut rows = Vec::new();
     for workload in &workloads {
@@ -72,12 +77,12 @@ fn main() -> BenchResult<()> {
     Ok(())
 }
 
-/// The four tools' cells for one workload: plain, spillway, rtk, squeez.
+/// The tools' cells for one workload, in [`TOOLS`]' order.
 fn measure(
     tools: &Tools,
     workload: &Workload,
     keep: Option<&std::path::Path>,
-) -> BenchResult<[Option<Cell>; 4]> {
+) -> BenchResult<[Option<Cell>; 5]> {
     let plain = tools.plain(workload)?;
     let normalised = normalise(plain.as_bytes(), NormaliseOptions::default());
     let lines: Vec<&str> = normalised.lines().collect();
@@ -91,11 +96,15 @@ fn measure(
             text: preview,
             passthrough: None,
         }),
+        Some(Output {
+            text: folds::folded(&normalised),
+            passthrough: None,
+        }),
         tools.rtk(workload, &plain)?,
         tools.squeez(workload, &plain)?,
     ];
     if let Some(dir) = keep {
-        for (tool, output) in ["plain", "spillway", "rtk", "squeez"].iter().zip(&texts) {
+        for (tool, output) in TOOLS.iter().zip(&texts) {
             if let Some(output) = output {
                 let name = format!(
                     "{}.{tool}.txt",
@@ -115,7 +124,7 @@ fn measure(
     }))
 }
 
-fn row_text(workload: &Workload, row: &[Option<Cell>; 4]) -> String {
+fn row_text(workload: &Workload, row: &[Option<Cell>; 5]) -> String {
     let mut text = format!("| {} | {} |", workload.name, workload.keys.len());
     for cell in row {
         text.push_str(&match cell {
@@ -140,10 +149,10 @@ fn row_text(workload: &Workload, row: &[Option<Cell>; 4]) -> String {
 /// Totals, key lines and false statements per tool, and the median saving on large outputs,
 /// over the workloads every tool ran (all of them when a peer is missing: its column is then
 /// left empty).
-fn summary(workloads: &[Workload], rows: &[[Option<Cell>; 4]]) {
-    let all_ran = |row: &[Option<Cell>; 4]| row.iter().all(Option::is_some);
+fn summary(workloads: &[Workload], rows: &[[Option<Cell>; 5]]) {
+    let all_ran = |row: &[Option<Cell>; 5]| row.iter().all(Option::is_some);
     let any_complete = rows.iter().any(all_ran);
-    let counted: Vec<(&Workload, &[Option<Cell>; 4])> = workloads
+    let counted: Vec<(&Workload, &[Option<Cell>; 5])> = workloads
         .iter()
         .zip(rows)
         .filter(|(_, row)| !any_complete || all_ran(row))
@@ -154,7 +163,7 @@ fn summary(workloads: &[Workload], rows: &[[Option<Cell>; 4]]) {
         "| median saving, outputs over {} tokens | |",
         thousands(SMALL_TOKENS)
     );
-    for tool in 0..4 {
+    for tool in 0..TOOLS.len() {
         let cells: Vec<(&Cell, &Cell)> = counted
             .iter()
             .filter_map(|(_, row)| Some((row[0].as_ref()?, row[tool].as_ref()?)))

@@ -7,14 +7,17 @@
 //! template (up to [`MAX_GROUPS`] interleaved templates in one marker). Never folded: a line the
 //! caller keeps (highlights and their blocks, `--highlight` matches), a line without a
 //! template, a line whose template has one line in the whole output, the output's first and
-//! last lines. A run of fewer than [`MIN_FOLDED`] lines is shown instead: its marker would cost
-//! more than the lines.
+//! last lines. A run of fewer than [`MIN_FOLDED`] lines per template it counts is shown instead:
+//! its marker would cost more than the lines.
 
 use super::{Learner, TemplateId};
 
-/// Most templates one marker counts.
-pub const MAX_GROUPS: usize = 3;
-/// Fewest lines a marker stands for.
+/// Most templates one marker counts: test runners print each test as a cycle of a few line
+/// shapes (node's TAP: 5), which one marker must cover whole, or it breaks into markers that
+/// cost more than the lines.
+pub const MAX_GROUPS: usize = 6;
+/// Fewest lines a marker stands for, per template it counts: a marker quotes each template,
+/// so it must hide more lines than it quotes.
 pub const MIN_FOLDED: u64 = 3;
 /// Most templates remembered as shown since the last line that breaks folding: a bound on the
 /// planner's state, not on what folds (a template shown before it was forgotten is shown again).
@@ -143,7 +146,7 @@ impl Planner {
         let Some((first, groups)) = self.run.take() else {
             return;
         };
-        if self.last + 1 - first < MIN_FOLDED {
+        if self.last + 1 - first < MIN_FOLDED * groups.len() as u64 {
             return;
         }
         let groups = groups

@@ -33,7 +33,10 @@ fn check_folds(
             return Err(format!("bad range {}-{}", fold.first, fold.last));
         }
         previous_last = fold.last;
-        if fold.lines() < MIN_FOLDED || fold.groups.is_empty() || fold.groups.len() > MAX_GROUPS {
+        if fold.groups.is_empty()
+            || fold.groups.len() > MAX_GROUPS
+            || fold.lines() < MIN_FOLDED * fold.groups.len() as u64
+        {
             return Err(format!("bad fold size or groups: {fold:?}"));
         }
         let counted: u64 = fold.groups.iter().map(|g| g.count).sum();
@@ -161,6 +164,28 @@ fn interleaved_templates_share_one_marker() {
     assert_eq!((folds[0].first, folds[0].last), (4, 201));
     let counts: Vec<u64> = folds[0].groups.iter().map(|g| g.count).collect();
     assert_eq!(counts, [99, 99]);
+}
+
+#[test]
+fn a_cycle_of_five_line_shapes_folds_into_one_marker() {
+    let owned: Vec<String> = (0..100)
+        .flat_map(|i| {
+            [
+                format!("# Subtest: triples {i}"),
+                format!("ok {} - triples {i}", i + 1),
+                "  ---".to_owned(),
+                format!("  duration_ms: 0.{i}"),
+                "  ...".to_owned(),
+            ]
+        })
+        .collect();
+    let mut lines: Vec<&str> = vec!["TAP version 13"];
+    lines.extend(owned.iter().map(String::as_str));
+    lines.push("# fail 0");
+    let folds = plan_and_check(&lines, Limits::default(), &|_| false).expect("true folds");
+    assert_eq!(folds.len(), 1, "{folds:?}");
+    assert_eq!((folds[0].first, folds[0].last), (7, 501));
+    assert_eq!(folds[0].groups.len(), 5);
 }
 
 #[test]
