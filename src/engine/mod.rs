@@ -5,7 +5,8 @@
 //! its limits, and the notice) with `redact` (credentials out of text bound for a model) and
 //! `tokens` (the model's own count). `driver` runs normalise and capture as one for every
 //! way output comes in, and `snapshot` previews a run that is still going with the same
-//! rules. The preview's notice is worded here, but the commands it names come from the
+//! rules. `template` learns which lines share a template, for folds (not yet used by the
+//! preview). The preview's notice is worded here, but the commands it names come from the
 //! caller. The engine writes through `crate::storage` and knows nothing of processes or
 //! sockets.
 
@@ -18,4 +19,5 @@ pub mod preview;
 pub mod redact;
 pub(crate) mod scanner;
 pub(crate) mod snapshot;
+pub mod template;
 pub mod tokens;

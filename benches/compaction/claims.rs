@@ -1,0 +1,93 @@
+//! What the benchmark checks of each tool's text, mechanically: which key lines it kept, and
+//! how many statements it makes that are false of the output.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::workloads::Workload;
+
+/// How many of the workload's key lines appear whole in `text`.
+pub fn keys_kept(workload: &Workload, text: &str) -> usize {
+    workload
+        .keys
+        .iter()
+        .filter(|key| text.contains(key.as_str()))
+        .count()
+}
+
+/// Statements in `text` that the output disproves:
+/// - a count of a noun the workload knows (a number alone, not a line or column number) the truth of (`299 passed`, `1 error`, `151 problems`,
+///   `No tests collected`, `No issues found`) that differs from it;
+/// - spillway's markers: `N lines omitted (lines A-B)`, `N similar lines, lines A-B` and
+///   `repeated N times, lines A-B` whose N is not the range's size or whose range is not in
+///   the output (and, for a repeat, whose lines differ), and a notice's `of T lines` that is
+///   not the output's line count.
+pub fn false_statements(workload: &Workload, lines: &[&str], text: &str) -> usize {
+    count_claims(workload, text) + marker_claims(lines, text)
+}
+
+fn count_claims(workload: &Workload, text: &str) -> usize {
+    static COUNT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"(?im)(?:^|[^\w:./-])(\d[\d,]*)[ \t]+(?:previous[ \t]+)?(passed|failed|errors?|warnings?|problems?|tests?)\b",
+        )
+            .expect("a valid pattern")
+    });
+    static NONE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)\bno (tests?|issues?|errors?|warnings?|problems?) (collected|found|ran)")
+            .expect("a valid pattern")
+    });
+    let truth = |noun: &str| {
+        let noun = noun.to_ascii_lowercase();
+        let noun = noun.trim_end_matches('s');
+        let noun = if noun == "issue" { "problem" } else { noun };
+        workload
+            .truths
+            .iter()
+            .find(|(n, _)| n.trim_end_matches('s') == noun)
+            .map(|(_, v)| *v)
+    };
+    let counts = COUNT.captures_iter(text).filter(|c| {
+        let said: Option<u64> = c[1].replace(',', "").parse().ok();
+        truth(&c[2]).is_some_and(|t| said != Some(t))
+    });
+    let nones = NONE
+        .captures_iter(text)
+        .filter(|c| truth(&c[1]).is_some_and(|t| t != 0));
+    counts.count() + nones.count()
+}
+
+fn marker_claims(lines: &[&str], text: &str) -> usize {
+    static RANGE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"\[\.\.\. (?:(\d+) lines? omitted \(lines (\d+)-(\d+)\)|(\d+) similar lines, lines (\d+)-(\d+)|repeated (\d+) times, lines (\d+)-(\d+))",
+        )
+        .expect("a valid pattern")
+    });
+    static TOTAL: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\bof (\d+) lines \(").expect("a valid pattern"));
+    let number =
+        |c: &regex::Captures<'_>, i: usize| c.get(i).and_then(|m| m.as_str().parse::<usize>().ok());
+    let mut wrong = 0;
+    for c in RANGE.captures_iter(text) {
+        let (n, a, b, repeat) = match (number(&c, 1), number(&c, 4), number(&c, 7)) {
+            (Some(n), _, _) => (n, number(&c, 2), number(&c, 3), false),
+            (_, Some(n), _) => (n, number(&c, 5), number(&c, 6), false),
+            (_, _, Some(n)) => (n, number(&c, 8), number(&c, 9), true),
+            _ => continue,
+        };
+        let ok = match (a, b) {
+            (Some(a), Some(b)) if a >= 1 && a <= b && b <= lines.len() => {
+                n == b - a + 1 && (!repeat || lines[a - 1..b].windows(2).all(|w| w[0] == w[1]))
+            }
+            _ => false,
+        };
+        wrong += usize::from(!ok);
+    }
+    wrong
+        + TOTAL
+            .captures_iter(text)
+            .filter(|c| c[1].parse::<usize>().ok() != Some(lines.len()))
+            .count()
+}
