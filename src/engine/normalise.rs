@@ -743,7 +743,17 @@ mod tests {
 
     /// Normalises `input` fed in pieces cut at `cuts`; checks the newline counts returned.
     fn chunked(input: &[u8], cuts: &[usize], opts: NormaliseOptions) -> String {
-        let mut n = Normaliser::new(opts);
+        let (out, newlines) = fed_in_pieces(Normaliser::new(opts), input, cuts);
+        assert_eq!(
+            newlines,
+            out.matches('\n').count() as u64,
+            "newlines counted"
+        );
+        out
+    }
+
+    /// What `n` makes of `input` fed in pieces cut at `cuts`, and the newlines it counted.
+    fn fed_in_pieces(mut n: Normaliser, input: &[u8], cuts: &[usize]) -> (String, u64) {
         let mut out = String::new();
         let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
         bounds.sort_unstable();
@@ -754,12 +764,7 @@ mod tests {
             start = end;
         }
         newlines += n.finish(&mut out);
-        assert_eq!(
-            newlines,
-            out.matches('\n').count() as u64,
-            "newlines counted"
-        );
-        out
+        (out, newlines)
     }
 
     #[test]
@@ -1496,18 +1501,8 @@ mod tests {
                 println!("SKIPPED: no AVX-512 VBMI2 on this CPU, its block pass was not compared");
             }
             let run = |level: Level| {
-                let mut n = Normaliser::at_level(NormaliseOptions::default(), level);
-                let mut out = String::new();
-                let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
-                bounds.sort_unstable();
-                bounds.push(input.len());
-                let (mut start, mut newlines) = (0, 0);
-                for end in bounds {
-                    newlines += n.feed(&input[start..end], &mut out);
-                    start = end;
-                }
-                newlines += n.finish(&mut out);
-                (out, newlines)
+                let n = Normaliser::at_level(NormaliseOptions::default(), level);
+                fed_in_pieces(n, &input, &cuts)
             };
             let baseline = run(levels[0]);
             prop_assert_eq!(baseline.1, baseline.0.matches('\n').count() as u64);
