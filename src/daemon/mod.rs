@@ -241,13 +241,25 @@ fn open_index(
     }
     match recover(&mut index, data_dir, predecessor) {
         Ok(interrupted) => Ok((index, records, interrupted)),
-        // Recovery writes; the runs it would mark stay as they are until the next start.
+        // Recovery writes; the runs it would mark stay as they are until the next start. An
+        // index that opened for writing (its write-ahead log and shared memory were left
+        // behind) but cannot take a write is the read-only case that the opening itself
+        // found: read-only it answers the same way, whatever the previous daemon left.
         Err(e) if full(&e) => {
             tracing::warn!(
                 error = %e,
                 "the disk is full: the runs of a daemon that died are marked interrupted at the next start"
             );
-            Ok((index, records, Vec::new()))
+            match read_only_pair(&path) {
+                Ok((index, records)) => {
+                    tracing::warn!(
+                        "the disk is full: the run index is open read-only until there is room"
+                    );
+                    Ok((index, records, Vec::new()))
+                }
+                // Still answering reads, and telling each run's client its record is lost.
+                Err(_) => Ok((index, records, Vec::new())),
+            }
         }
         Err(e) => Err(e.into()),
     }
