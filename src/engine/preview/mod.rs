@@ -6,7 +6,7 @@
 //! (and `both`) the last bytes of the last line, cut at a character boundary. Line numbers are
 //! the spill file's own, 1-based, so a notice's read offset lands on the first line not seen.
 //!
-//! One job per file: [`select`] chooses what is shown (with [`partial`] for a line too long
+//! One job per file: [`select`] chooses what is shown as a [`selection`] (with [`partial`] for a line too long
 //! to show whole, [`pick`] for highlights and [`unfold`] for opening folds), [`render`] lays the
 //! choice out with its markers, and [`notice`] words the notice at the end, the one place the
 //! wire's notice is worded; the commands its next steps name come from the caller as a
@@ -20,6 +20,7 @@ mod partial;
 mod pick;
 mod render;
 mod select;
+mod selection;
 mod unfold;
 
 use std::path::Path;

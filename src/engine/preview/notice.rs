@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use crate::engine::capture::{CaptureView, SpillProblem};
 use crate::protocol::{LimitKind, LineRange, NextStep, NextSteps, Preview};
 
-use super::select::Selection;
+use super::selection::Selection;
 
 /// A short pattern for `grep -E` that lists lines like the highlights.
 const HIGHLIGHT_GREP: &str = r"error|FAIL|panic|Exception|Traceback|FATAL|CRITICAL|\*\*\*";

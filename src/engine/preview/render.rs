@@ -10,7 +10,7 @@ use crate::protocol::{LineRange, NextStep, NextSteps, Preview};
 
 use super::Offset;
 use super::notice::notice;
-use super::select::Selection;
+use super::selection::Selection;
 
 /// The lines that appear whole: each segment's shown lines and the highlights, as ranges.
 /// Ranges merge only within one piece (the head, a highlight, the tail; the head and tail are

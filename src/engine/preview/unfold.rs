@@ -10,7 +10,7 @@
 //! far from both ends, from the spill file ([`super::lines`]).
 
 use super::lines::Lines;
-use super::select::Selection;
+use super::selection::Selection;
 use crate::engine::capture::CaptureView;
 use crate::engine::outline::{Fold, LineText, Segment, similar};
 use crate::protocol::Direction;
