@@ -5,7 +5,7 @@
 //! PTY bytes and checks whether every key line appears *whole* (as a line of its own) in the
 //! preview, for four modes: `head`, `tail` and `both` without highlights (what other harnesses
 //! do), and spillway's default (`both` with highlights), at the default budget (2000 lines /
-//! 50 KiB) and a tight one (100 lines / 4 KiB).
+//! 50 KiB), a tight one (100 lines / 4 KiB) and the tightest (50 lines / 2 KiB).
 //!
 //! Each cell also says how much of the binding limit the shown lines use, how many of the
 //! preview's markers say what is not so (checked against the text: a repeat over lines that
@@ -62,7 +62,11 @@ const MODES: [Mode; 4] = [
     },
 ];
 
-const BUDGETS: [(&str, u64, u64); 2] = [("default", 2000, 51200), ("tight", 100, 4096)];
+const BUDGETS: [(&str, u64, u64); 3] = [
+    ("default", 2000, 51200),
+    ("tight", 100, 4096),
+    ("tightest", 50, 2048),
+];
 
 fn main() -> Result<(), Box<dyn Error>> {
     // `cargo bench` passes `--bench`; the corpus is the first other argument.
