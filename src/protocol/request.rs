@@ -80,6 +80,11 @@ pub struct FollowRequest {
     /// the spill always keeps them. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_redact: bool,
+    /// A running command's output from now on as `raw` events, the bytes as it writes them
+    /// (colours, redrawn progress bars), after the text so far; a finished run's is text.
+    /// Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub raw: bool,
 }
 
 /// `{"op": "ps"}`.

@@ -129,8 +129,16 @@ impl Tail {
     /// Reads what the file has beyond `pos` (up to a buffer's worth); returns the bytes read,
     /// 0 at its current end.
     pub fn read_more(&mut self) -> io::Result<usize> {
+        self.read_within(u64::MAX)
+    }
+
+    /// As [`Tail::read_more`], but reads no byte at or past offset `end`: a follower that
+    /// switches to another source at `end` gets the text before it and nothing of what follows.
+    pub fn read_within(&mut self, end: u64) -> io::Result<usize> {
+        let room = usize::try_from(end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let want = room.min(self.buf.len());
         let n = loop {
-            match self.file.read(&mut self.buf) {
+            match self.file.read(&mut self.buf[..want]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
