@@ -309,4 +309,30 @@ mod tests {
         );
         assert!(events.iter().filter(|e| e.line == 2).count() <= 1);
     }
+
+    proptest::proptest! {
+        /// Read up to any offset, then on to the end, a file comes out whole, each byte once:
+        /// what a raw follower sends before the raw bytes and a text follower after it join.
+        #[test]
+        fn reading_within_an_offset_then_on_loses_and_repeats_nothing(
+            text in "[a-c\n]{0,3000}",
+            cut in 0usize..3100,
+        ) {
+            let mut file = tempfile::NamedTempFile::new().unwrap();
+            file.write_all(text.as_bytes()).unwrap();
+            let end = cut.min(text.len()) as u64;
+            let mut tail = Tail::open(file.path(), Start::Line(1)).unwrap();
+            let mut before = Vec::new();
+            while tail.read_within(end).unwrap() > 0 {
+                before.extend(tail.events(false));
+            }
+            before.extend(tail.events(true));
+            proptest::prop_assert_eq!(tail.pos(), end);
+            proptest::prop_assert_eq!(joined(&before), &text[..end as usize]);
+            let mut after = Vec::new();
+            while tail.read_more().unwrap() > 0 {}
+            after.extend(tail.events(true));
+            proptest::prop_assert_eq!(joined(&after), &text[end as usize..]);
+        }
+    }
 }
