@@ -330,6 +330,43 @@ fn a_raw_follower_gets_the_text_so_far_then_the_bytes_as_written_once() {
 }
 
 #[test]
+fn a_text_stream_stops_at_its_byte_limit_and_the_exit_still_comes() {
+    let daemon = TestDaemon::start();
+    let mut client = daemon.client();
+    let mut request = shell("seq 1 200000");
+    request["stream"] = json!("text");
+    request["stream_max_bytes"] = json!(1000);
+    start(&mut client, &request);
+    let mut streamed = String::new();
+    let exit = loop {
+        let event = client.event().expect("an event");
+        match event["type"].as_str().unwrap() {
+            "output" => streamed.push_str(event["text"].as_str().unwrap()),
+            "exit" => break event,
+            other => panic!("unexpected {other}: {event}"),
+        }
+    };
+    assert_eq!(exit["total_lines"], 200000, "{}", exit["status"]);
+    assert!(streamed.len() >= 1000, "{}", streamed.len());
+    assert!(streamed.len() < 1000 + 64 * 1024, "{}", streamed.len());
+    let expected: String = (1..=200000).map(|n| format!("{n}\n")).collect();
+    assert!(
+        expected.starts_with(&streamed),
+        "the head of the output, in order"
+    );
+
+    // Only with a text stream.
+    let mut request = shell("true");
+    request["stream_max_bytes"] = json!(10);
+    let answer = daemon.client().ask(&request);
+    assert_eq!(answer["code"], "bad_request", "{answer}");
+    assert_eq!(
+        daemon.client().ask(&json!({"v": 1, "op": "ping"}))["type"],
+        "pong"
+    );
+}
+
+#[test]
 fn run_follow_streams_the_text_then_a_summary() {
     let daemon = TestDaemon::start();
     let out = daemon.run(&["--follow", "-c", "echo a; sleep 0.2; echo b; exit 2"]);

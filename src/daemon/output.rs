@@ -80,6 +80,16 @@ pub(super) async fn follow_live(
     start: Start,
     write: &mut ClientWriter,
 ) -> io::Result<Arc<Event>> {
+    follow_live_upto(entry, start, u64::MAX, write).await
+}
+
+/// As [`follow_live`], but once `max_bytes` of text were sent, only waits for the run's end.
+pub(super) async fn follow_live_upto(
+    entry: &RunEntry,
+    start: Start,
+    max_bytes: u64,
+    write: &mut ClientWriter,
+) -> io::Result<Arc<Event>> {
     let Some(path) = entry.spill_path().map(Path::to_path_buf) else {
         // No spill file: there is nothing to follow, only the end to wait for.
         return Ok(entry.finished().await);
@@ -90,6 +100,7 @@ pub(super) async fn follow_live(
         Ok(tail) => tail,
         Err(_) => return Ok(entry.finished().await),
     };
+    let mut sent = 0u64;
     loop {
         // Looked at before reading: once the run has ended the file is complete, so a read
         // that then finds its end has seen everything.
@@ -97,7 +108,11 @@ pub(super) async fn follow_live(
         let (next, n, events) = read_tail(tail, ended.is_some()).await?;
         tail = next;
         for event in events {
+            sent = sent.saturating_add(event.text.len() as u64);
             send(write, &Event::Output(event)).await?;
+            if sent >= max_bytes {
+                return Ok(entry.finished().await);
+            }
         }
         if n > 0 {
             continue;
