@@ -80,10 +80,10 @@ const DEFAULT_HISTORY_LIMIT: usize = 50;
 /// The schema, oldest migration first. Append only: a migration that has shipped is never
 /// edited, since databases out there already ran it.
 const MIGRATIONS: [&str; 4] = [
-    include_str!("../../migrations/001_runs.sql"),
-    include_str!("../../migrations/002_tags_and_indexes.sql"),
-    include_str!("../../migrations/003_spill_cap.sql"),
-    include_str!("../../migrations/004_tokens.sql"),
+    include_str!("../../../migrations/001_runs.sql"),
+    include_str!("../../../migrations/002_tags_and_indexes.sql"),
+    include_str!("../../../migrations/003_spill_cap.sql"),
+    include_str!("../../../migrations/004_tokens.sql"),
 ];
 
 /// Runs that did not simply succeed; the same text as `runs_failed`'s WHERE in migration 002,
