@@ -10,7 +10,8 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 
 use crate::client::args::OutputArgs;
-use crate::client::ops::{duration, print_json};
+use crate::client::ops::print_json;
+use crate::client::words::cli::duration;
 use crate::client::{Connection, Endpoint};
 use crate::protocol::{DaemonStatus, Event, Request};
 

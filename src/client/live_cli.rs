@@ -16,8 +16,9 @@ use crate::client::args::{OutputArgs, RedactFlag, parse_duration};
 use crate::client::calls::{self, RunAnswer};
 use crate::client::exit::{exit_code, print_exit};
 use crate::client::interrupt::RunEvents;
-use crate::client::ops::{command_table, print_json};
+use crate::client::ops::print_json;
 use crate::client::words::cli::{end_line, running_line, summary};
+use crate::client::words::tables::command_table;
 use crate::protocol::{
     Event, FollowRequest, KillRequest, KillSignal, LiveRun, PsRequest, Request, RunId,
     RunningEvent, SendRequest, StreamMode, WaitRequest,
@@ -494,7 +495,8 @@ pub fn ps(args: PsArgs) -> Result<ExitCode> {
 
 /// An aligned table of the running commands, the command cut to the terminal's width.
 fn ps_table(runs: &[LiveRun]) -> String {
-    let secs = |ms: u64| crate::client::ops::duration(chrono::Duration::milliseconds(ms as i64));
+    let secs =
+        |ms: u64| crate::client::words::cli::duration(chrono::Duration::milliseconds(ms as i64));
     let rows: Vec<[String; 7]> = runs
         .iter()
         .map(|r| {

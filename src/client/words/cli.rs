@@ -3,9 +3,10 @@
 //! the facts [`super`] takes from the daemon's events, never from the daemon's own text.
 
 use bytesize::ByteSize;
+use chrono::{DateTime, Local, Utc};
 
 use super::{Ended, ending, ready_reason};
-use crate::protocol::{ExitEvent, RunningEvent};
+use crate::protocol::{ExitEvent, RunRecord, RunStatus, RunningEvent};
 
 fn signal_name(signal: i32) -> String {
     nix::sys::signal::Signal::try_from(signal).map_or_else(
@@ -122,10 +123,76 @@ fn still_running_line(r: &RunningEvent) -> String {
     )
 }
 
+/// A moment in local time, its zone's offset after it.
+pub(crate) fn local_time(t: DateTime<Utc>) -> String {
+    t.with_timezone(&Local)
+        .format("%Y-%m-%d %H:%M:%S %:z")
+        .to_string()
+}
+
+/// A setting's period in words: `7 days`, `1 day 12 hours`, `90 seconds` is `1 minute 30
+/// seconds`.
+pub(crate) fn period(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let parts: Vec<String> = [
+        (s / 86_400, "day"),
+        (s / 3600 % 24, "hour"),
+        (s / 60 % 60, "minute"),
+        (s % 60, "second"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, unit)| format!("{n} {unit}{}", if n == 1 { "" } else { "s" }))
+    .collect();
+    if parts.is_empty() {
+        "0 seconds".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// `0.4s`, `8.4s`, `2m03s`, `1h02m`.
+pub(crate) fn duration(d: chrono::Duration) -> String {
+    let ms = d.num_milliseconds().max(0);
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60)
+    }
+}
+
+pub(crate) fn status_text(r: &RunRecord) -> String {
+    match (r.status, r.exit_code, r.signal) {
+        (RunStatus::Exited, Some(code), _) => format!("exit {code}"),
+        (RunStatus::Signaled, _, Some(signal)) => format!("signal {signal}"),
+        (status, _, _) => status.as_str().replace('_', " "),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::{Preview, RunStatus};
+
+    #[test]
+    fn periods_read_as_words() {
+        let d = std::time::Duration::from_secs;
+        assert_eq!(period(d(7 * 86_400)), "7 days");
+        assert_eq!(period(d(86_400 + 12 * 3600)), "1 day 12 hours");
+        assert_eq!(period(d(90)), "1 minute 30 seconds");
+        assert_eq!(period(d(0)), "0 seconds");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        let d = chrono::Duration::milliseconds;
+        assert_eq!(duration(d(420)), "0.4s");
+        assert_eq!(duration(d(8_421)), "8.4s");
+        assert_eq!(duration(d(123_000)), "2m03s");
+        assert_eq!(duration(d(3_720_000)), "1h02m");
+    }
 
     fn empty_preview() -> Preview {
         Preview::whole(String::new(), 0)
