@@ -20,6 +20,7 @@ pub(crate) mod init;
 mod interrupt;
 pub(crate) mod live_cli;
 mod live_head;
+mod live_stream;
 mod local;
 mod local_run;
 pub(crate) mod mcp;

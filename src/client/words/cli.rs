@@ -1,6 +1,7 @@
 //! The command line's words for a run: how it ended (on stderr after its output, or as the
 //! last word of `run --follow`), and what to do with one that goes on. Each is worded from
-//! the facts [`super`] takes from the daemon's events, never from the daemon's own text.
+//! the facts [`super`] takes from the daemon's events, never from the daemon's own text; and
+//! the times, durations and statuses the operator's commands print about a run.
 
 use bytesize::ByteSize;
 use chrono::{DateTime, Local, Utc};

@@ -1,5 +1,6 @@
-//! The command line's tables for a person: `history`'s runs and `stats`' token accounting,
-//! aligned, commands kept to one row and cut to what the terminal has room for.
+//! The command line's tables for a person: `history`'s runs, `ps`' running ones and `stats`'
+//! token accounting, aligned, commands kept to one row and cut to what the terminal has room
+//! for.
 
 use std::io::{self, IsTerminal};
 
@@ -8,7 +9,7 @@ use chrono::Local;
 use comfy_table::{Cell, CellAlignment, Table, presets};
 
 use super::cli::{duration, status_text};
-use crate::protocol::{RunRecord, TokenStats, TokenTotals};
+use crate::protocol::{LiveRun, RunRecord, TokenStats, TokenTotals};
 
 /// Narrowest the COMMAND column of `history` gets before other columns make way for it.
 const MIN_COMMAND: usize = 20;
@@ -271,6 +272,29 @@ fn percent(t: &TokenTotals) -> String {
         "{:.1}%",
         t.saved_tokens as f64 * 100.0 / t.output_tokens as f64
     )
+}
+
+/// An aligned table of the running commands, the command cut to the terminal's width.
+pub(crate) fn ps_table(runs: &[LiveRun]) -> String {
+    let secs = |ms: u64| duration(chrono::Duration::milliseconds(ms as i64));
+    let rows: Vec<[String; 7]> = runs
+        .iter()
+        .map(|r| {
+            let tags: Vec<String> = r.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            [
+                r.id.to_string(),
+                r.pid.to_string(),
+                secs(r.elapsed_ms) + if r.stopping { " (stopping)" } else { "" },
+                secs(r.idle_ms),
+                r.total_lines.to_string(),
+                ByteSize::b(r.total_bytes).to_string(),
+                tags.join(","),
+            ]
+        })
+        .collect();
+    let header = ["ID", "PID", "ELAPSED", "IDLE", "LINES", "SIZE", "TAGS"];
+    let commands: Vec<&str> = runs.iter().map(|r| r.command.as_str()).collect();
+    command_table(&header, &rows, &commands, &[1, 2, 3, 4, 5])
 }
 
 #[cfg(test)]
