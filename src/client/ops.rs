@@ -7,16 +7,17 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use bytesize::ByteSize;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 
 use crate::client::Endpoint;
 use crate::client::calls;
-use crate::client::words::cli::{duration, local_time, period, status_text};
+use crate::client::words::cli::{
+    NO_TOKENS, grep_cut_line, grep_limit_line, purge_text, show_continuation, show_header,
+    stats_summary,
+};
 use crate::client::words::tables::{history_table, token_report};
 use crate::engine::redact::notice_line;
 use crate::protocol::{Event, GrepRequest, HistoryRequest, PurgeRequest, ShowRequest, TokenStats};
-use crate::storage::grep::MAX_LINE_CHARS;
 
 pub(crate) fn print_json(event: &Event) -> Result<ExitCode> {
     let mut out = io::stdout().lock();
@@ -57,47 +58,13 @@ pub fn show(endpoint: &Endpoint, request: &ShowRequest, style: ShowStyle) -> Res
     }
     let mut out = io::stdout().lock();
     if style == ShowStyle::Page {
-        let run = &page.run;
-        writeln!(
-            out,
-            "run {}  {}  started {}{}",
-            run.id,
-            status_text(run),
-            local_time(run.started_at),
-            run.ended_at.map_or_else(String::new, |end| format!(
-                "  took {}",
-                duration(end - run.started_at)
-            ))
-        )?;
-        writeln!(out, "command: {}", run.command)?;
-        writeln!(out, "cwd: {}", run.cwd)?;
-        if let Some(spill) = &run.spill_path {
-            writeln!(
-                out,
-                "spill: {spill}{}",
-                match (run.spill_complete, run.spill_capped_at_line) {
-                    (true, _) => String::new(),
-                    (false, Some(line)) => format!(" (capped: stops in line {line})"),
-                    (false, None) => " (incomplete)".into(),
-                }
-            )?;
-        }
-        writeln!(out, "---")?;
+        write!(out, "{}", show_header(&page.run))?;
     }
     out.write_all(page.text.as_bytes())?;
     if style == ShowStyle::Page
-        && let Some(next) = page.next_offset
+        && let Some(line) = show_continuation(&page)
     {
-        let by_bytes = if page.stopped_by_bytes {
-            " (byte limit)"
-        } else {
-            ""
-        };
-        writeln!(
-            out,
-            "[lines {}-{} of {}{by_bytes}; continue with --offset {next}]",
-            page.first, page.last, page.total_lines
-        )?;
+        writeln!(out, "{line}")?;
     }
     if let Some(line) = notice_line(&page.redactions) {
         writeln!(out, "{line}")?;
@@ -129,19 +96,10 @@ pub fn grep(endpoint: &Endpoint, request: &GrepRequest, json: bool) -> Result<Ex
         previous = Some(line.line);
     }
     if found.result.limit_hit {
-        writeln!(
-            out,
-            "[match limit of {} reached; more lines match: refine the pattern or raise --max-count]",
-            found.max_count
-        )?;
+        writeln!(out, "{}", grep_limit_line(found.max_count))?;
     }
     if found.result.lines_cut {
-        writeln!(
-            out,
-            "[lines longer than {MAX_LINE_CHARS} characters were cut; see one whole with: {} show {} --offset N --limit 1]",
-            crate::program::program(),
-            found.run.id
-        )?;
+        writeln!(out, "{}", grep_cut_line(&found.run.id))?;
     }
     if let Some(line) = notice_line(&found.redactions) {
         writeln!(out, "{line}")?;
@@ -170,36 +128,8 @@ pub fn stats(endpoint: &Endpoint, json: bool, tables: TokenTables) -> Result<Exi
         }
         return print_json(&Event::Stats(stats));
     }
-    let index = &stats.index;
-    let total: u64 = index.runs_by_status.values().sum();
-    let by_status: Vec<String> = index
-        .runs_by_status
-        .iter()
-        .map(|(status, n)| format!("{status} {n}"))
-        .collect();
     let mut out = io::stdout().lock();
-    writeln!(out, "runs: {total} ({})", by_status.join(", "))?;
-    let share = if stats.max_disk == 0 {
-        0.0
-    } else {
-        index.spill_bytes as f64 * 100.0 / stats.max_disk as f64
-    };
-    writeln!(
-        out,
-        "spills: {} of a {} quota ({share:.1}%)",
-        ByteSize::b(index.spill_bytes),
-        ByteSize::b(stats.max_disk)
-    )?;
-    let when = |t: Option<DateTime<Utc>>| t.map_or_else(|| "-".into(), local_time);
-    writeln!(out, "oldest run: {}", when(index.oldest))?;
-    writeln!(out, "newest run: {}", when(index.newest))?;
-    writeln!(out, "database: {}", ByteSize::b(index.database_bytes))?;
-    writeln!(
-        out,
-        "retention: {}",
-        period(std::time::Duration::from_millis(stats.retention_ms))
-    )?;
-    writeln!(out, "data directory: {}", stats.data_dir)?;
+    write!(out, "{}", stats_summary(&stats))?;
     match &mut stats.tokens {
         Some(tokens) => {
             let top = tables.top.unwrap_or(DEFAULT_TOP);
@@ -207,10 +137,7 @@ pub fn stats(endpoint: &Endpoint, json: bool, tables: TokenTables) -> Result<Exi
             keep_rows(tokens, Some(top), Some(days));
             write!(out, "{}", token_report(tokens, top, days))?;
         }
-        None => writeln!(
-            out,
-            "tokens: not counted by this daemon (an older spillway)"
-        )?,
+        None => writeln!(out, "{NO_TOKENS}")?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -233,50 +160,6 @@ pub fn purge(endpoint: &Endpoint, request: &PurgeRequest, json: bool) -> Result<
     if json {
         return print_json(&Event::Purge(report));
     }
-    let verb = if report.dry_run {
-        "would delete"
-    } else {
-        "deleted"
-    };
-    let mut out = io::stdout().lock();
-    for (why, runs) in [
-        ("expired", &report.expired),
-        ("over quota", &report.evicted),
-        ("asked for", &report.deleted),
-    ] {
-        for run in runs {
-            writeln!(
-                out,
-                "{verb} run {} ({why}, started {}, {})",
-                run.id,
-                local_time(run.started_at),
-                ByteSize::b(run.bytes)
-            )?;
-        }
-    }
-    for orphan in &report.orphans {
-        writeln!(
-            out,
-            "{verb} orphan file {} ({})",
-            orphan.path,
-            ByteSize::b(orphan.bytes)
-        )?;
-    }
-    for id in &report.marked_missing {
-        writeln!(
-            out,
-            "run {id}: its spill file is gone (record kept, marked missing)"
-        )?;
-    }
-    writeln!(
-        out,
-        "{}: {} runs, {} orphan files, {} freed; spills now {} of {}",
-        if report.dry_run { "dry run" } else { "purged" },
-        report.expired.len() + report.evicted.len() + report.deleted.len(),
-        report.orphans.len(),
-        ByteSize::b(report.freed_bytes),
-        ByteSize::b(report.spill_bytes_after),
-        ByteSize::b(report.max_disk)
-    )?;
+    write!(io::stdout().lock(), "{}", purge_text(&report))?;
     Ok(ExitCode::SUCCESS)
 }
