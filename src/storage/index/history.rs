@@ -2,8 +2,7 @@
 
 use rusqlite::types::Value;
 
-use super::records::{int, millis};
-use super::{HistoryFilter, RUN_COLUMNS};
+use super::records::{HistoryFilter, RUN_COLUMNS, int, millis};
 use crate::protocol::StatusFilter;
 
 /// Rows `history` returns when the filter's limit is 0.

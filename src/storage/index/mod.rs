@@ -52,6 +52,7 @@ pub use records::Ending;
 pub use records::HistoryFilter;
 pub use records::NewRun;
 pub use records::RECOVERED_COMMAND;
+use records::RUN_COLUMNS;
 pub use records::RecoveredRun;
 pub use records::RunEnd;
 pub use records::RunRow;
@@ -69,12 +70,6 @@ pub use tokens::TOKEN_STATS_DAYS;
 
 /// The index's file name; it lives in the data directory.
 pub const INDEX_FILE: &str = "index.sqlite3";
-
-/// The columns [`read_run`] reads, in its order.
-pub(super) const RUN_COLUMNS: &str = "r.id, r.argv, r.shell, r.command, r.cwd, r.tags, r.started_at, \
-     r.ended_at, r.status, r.exit_code, r.signal, r.total_lines, r.total_bytes, r.truncated, \
-     r.spill_path, r.spill_bytes, r.spill_complete, r.spill_missing, r.pid, \
-     r.spill_capped_at_line, r.output_tokens, r.preview_tokens, r.output_tokens_estimated";
 
 /// What can go wrong with the index.
 #[derive(Debug, thiserror::Error)]

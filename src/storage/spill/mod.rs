@@ -22,6 +22,7 @@ use std::thread::{self, JoinHandle};
 mod writer;
 
 use writer::{Batch, Floor, Progress, write_batches};
+pub use writer::{Prepared, TextReader};
 
 /// Environment variable naming the data directory.
 pub const DATA_DIR_ENV: &str = "SPILLWAY_DATA_DIR";
@@ -252,24 +253,6 @@ pub struct SpillFile {
     /// Set once the file has reached its cap: later text goes to the scanner only.
     closed: bool,
 }
-
-/// What reads a spill's text on the writer thread as it is written (the engine's scanner, which
-/// looks for highlights and folds the output): work over every byte of the output happens
-/// there, off the capture's path, and storage needs to know nothing of what that work is.
-pub trait TextReader: Send + Sync + std::fmt::Debug {
-    /// Work on `text` that needs nothing but the text, done on the sender's thread before the
-    /// batch goes to the writer: the writer thread, which also copies every byte into the page
-    /// cache, has less time to spare than the capture's, and this keeps the two about even.
-    fn prepare(&self, text: &str) -> Option<Prepared>;
-    /// The next piece of the output, holding `newlines` newlines, with what [`prepare`] made
-    /// of it.
-    ///
-    /// [`prepare`]: TextReader::prepare
-    fn read(&self, text: &str, newlines: u64, prepared: Option<Prepared>);
-}
-
-/// What a [`TextReader`] prepared of a batch, carried to the writer thread unopened.
-pub type Prepared = Box<dyn std::any::Any + Send>;
 
 impl SpillFile {
     fn new(path: PathBuf, file: File, floor: Option<Floor>) -> SpillFile {

@@ -1,13 +1,31 @@
 //! The spill's writer thread: batches written to the file (as far as the disk's floor
-//! admits), handed to the scanner, and the progress the writer reports back.
+//! admits), handed to the [`TextReader`] that scans them there, and the progress the writer
+//! reports back.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::{Prepared, TextReader};
 use crate::storage::space;
+
+/// What reads a spill's text on the writer thread as it is written (the engine's scanner, which
+/// looks for highlights and folds the output): work over every byte of the output happens
+/// there, off the capture's path, and storage needs to know nothing of what that work is.
+pub trait TextReader: Send + Sync + std::fmt::Debug {
+    /// Work on `text` that needs nothing but the text, done on the sender's thread before the
+    /// batch goes to the writer: the writer thread, which also copies every byte into the page
+    /// cache, has less time to spare than the capture's, and this keeps the two about even.
+    fn prepare(&self, text: &str) -> Option<Prepared>;
+    /// The next piece of the output, holding `newlines` newlines, with what [`prepare`] made
+    /// of it.
+    ///
+    /// [`prepare`]: TextReader::prepare
+    fn read(&self, text: &str, newlines: u64, prepared: Option<Prepared>);
+}
+
+/// What a [`TextReader`] prepared of a batch, carried to the writer thread unopened.
+pub type Prepared = Box<dyn std::any::Any + Send>;
 
 /// A spill writer's watch on the free space of the disk it shares with the run index: the
 /// file stops growing (as if the disk were full) where less than [`space::LOW_SPACE`] would be

@@ -33,7 +33,7 @@ mod limit_files;
 mod mounts;
 
 use limit_files::{write_v1_limit, write_v2_limit};
-use mounts::{base_for_runs, join_cgroup, parse_mount, v1_dir};
+use mounts::{base_for_runs, join_cgroup, parse_mount, remove_empty_siblings, v1_dir};
 
 /// Set (to anything but `0` or empty) in the daemon's environment, it never uses cgroups: runs
 /// are tracked through `/proc` alone, as where no cgroup can be had.
@@ -429,29 +429,6 @@ fn enable_controllers(base: &Path, dir: &Path) -> Vec<Resource> {
         }
     }
     enabled
-}
-
-/// Removes the runs' directories of other daemons of this user (other data directories) that
-/// hold no run: daemons killed without a shutdown leave them, and the rmdir of a cgroup with
-/// anything in it fails, so a live daemon's runs are never touched.
-fn remove_empty_siblings(dir: &Path) {
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str()))
-    else {
-        return;
-    };
-    let Some((prefix, _)) = name.rsplit_once('-') else {
-        return;
-    };
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let other = entry.file_name();
-        let other = other.to_string_lossy();
-        if other != name && other.starts_with(&format!("{prefix}-")) {
-            let _ = fs::remove_dir(entry.path());
-        }
-    }
 }
 
 /// Makes `dir` as a fresh cgroup: one left by an earlier daemon under the same name is

@@ -1,10 +1,10 @@
 //! Where the cgroup hierarchies are: `/proc/self/mountinfo`'s lines, a cgroup's directory
-//! under its mount, and the directory the runs' cgroups go in (v2, or a v1 controller's).
+//! under its mount, and the directory the runs' cgroups go in (v2, or a v1 controller's),
+//! cleared of the empty ones other daemons left beside it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::remove_empty_siblings;
 use crate::protocol::Resource;
 
 /// One line of `/proc/self/mountinfo`, the fields used here.
@@ -97,6 +97,29 @@ pub(super) fn v1_dir(resource: Resource, mounts: &str, own: &str, key: &str) -> 
         Err(e) => {
             tracing::debug!(controller = name, "no v1 cgroup for runs: {e}");
             None
+        }
+    }
+}
+
+/// Removes the runs' directories of other daemons of this user (other data directories) that
+/// hold no run: daemons killed without a shutdown leave them, and the rmdir of a cgroup with
+/// anything in it fails, so a live daemon's runs are never touched.
+pub(super) fn remove_empty_siblings(dir: &Path) {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str()))
+    else {
+        return;
+    };
+    let Some((prefix, _)) = name.rsplit_once('-') else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let other = entry.file_name();
+        let other = other.to_string_lossy();
+        if other != name && other.starts_with(&format!("{prefix}-")) {
+            let _ = fs::remove_dir(entry.path());
         }
     }
 }
