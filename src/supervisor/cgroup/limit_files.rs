@@ -18,10 +18,7 @@ pub(super) fn write_v2_limit(dir: &Path, resource: Resource, limits: &Resources)
             let _ = fs::write(dir.join("memory.swap.max"), "0");
             Ok(())
         }
-        Resource::Pids => fs::write(
-            dir.join("pids.max"),
-            limits.pids.unwrap_or(u64::MAX).to_string(),
-        ),
+        Resource::Pids => write_pids(dir, limits),
         Resource::Cpu => {
             let (quota, period) = cpu_quota(limits.cpu.unwrap_or(0.0));
             fs::write(dir.join("cpu.max"), format!("{quota} {period}"))
@@ -42,16 +39,21 @@ pub(super) fn write_v1_limit(dir: &Path, resource: Resource, limits: &Resources)
             }
             Ok(())
         }
-        Resource::Pids => fs::write(
-            dir.join("pids.max"),
-            limits.pids.unwrap_or(u64::MAX).to_string(),
-        ),
+        Resource::Pids => write_pids(dir, limits),
         Resource::Cpu => {
             let (quota, period) = cpu_quota(limits.cpu.unwrap_or(0.0));
             fs::write(dir.join("cpu.cfs_period_us"), period.to_string())?;
             fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string())
         }
     }
+}
+
+/// Writes the process limit: `pids.max`, the same file in v1 and v2.
+fn write_pids(dir: &Path, limits: &Resources) -> io::Result<()> {
+    fs::write(
+        dir.join("pids.max"),
+        limits.pids.unwrap_or(u64::MAX).to_string(),
+    )
 }
 
 /// A quota of `cores` over a 100 ms period, in microseconds (at least the kernel's 1 ms).
