@@ -283,15 +283,15 @@ fn start_daemon(endpoint: &Endpoint) -> Result<UnixStream> {
             Err(_) => {}
         }
         if let Ok(said) = report.try_recv() {
-            match said.trim().strip_prefix("error: ") {
+            match StartWord::of(&said) {
                 // It lost a race to another daemon on our socket: wait for it to answer.
-                Some(why) if lost_race(why, &endpoint.socket) => refused = Some(why.to_string()),
-                Some(why) => bail!("the daemon could not start: {why}"),
-                None if said.trim().is_empty() => bail!(
+                StartWord::Busy(why) => refused = Some(why.to_string()),
+                StartWord::Error(why) => bail!("the daemon could not start: {why}"),
+                StartWord::Nothing => bail!(
                     "the daemon exited as it started, without saying why; see {}",
                     log_path.display()
                 ),
-                None => {} // ready: the socket answers any moment now
+                StartWord::Ready => {} // the socket answers any moment now
             }
         }
         if Instant::now() >= deadline {
@@ -341,14 +341,32 @@ fn inherit_no_descriptors(last_fd: i32) {
     }
 }
 
-/// Whether a daemon's reason for not starting is that another one serves `socket` already,
-/// or may (one that serves the data directory on another socket will never answer on ours).
-fn lost_race(why: &str, socket: &Path) -> bool {
-    let socket = socket.display();
-    why.contains(&format!(
-        "listening on {socket}) already serves data directory"
-    )) || why.contains("(pid unknown) already serves data directory")
-        || why.contains(&format!("already running on {socket}"))
+/// What a starting daemon reported (`crate::daemon::report`), by its first word.
+#[derive(Debug, PartialEq, Eq)]
+enum StartWord<'a> {
+    /// It serves, or will in a moment.
+    Ready,
+    /// Another daemon serves our socket, or is about to: this one will not start, and why.
+    Busy(&'a str),
+    /// It could not start, and why.
+    Error(&'a str),
+    /// It died without a word.
+    Nothing,
+}
+
+impl StartWord<'_> {
+    fn of(said: &str) -> StartWord<'_> {
+        let said = said.trim();
+        if let Some(why) = said.strip_prefix("busy: ") {
+            StartWord::Busy(why)
+        } else if let Some(why) = said.strip_prefix("error: ") {
+            StartWord::Error(why)
+        } else if said.is_empty() {
+            StartWord::Nothing
+        } else {
+            StartWord::Ready
+        }
+    }
 }
 
 /// Reads, on a thread of its own, what the daemon reports about its start-up (the text is
@@ -379,6 +397,20 @@ mod tests {
 
     use super::*;
     use crate::protocol::ErrorCode;
+
+    #[test]
+    fn a_starting_daemon_s_report_is_read_by_its_first_word() {
+        assert_eq!(StartWord::of("ready\n"), StartWord::Ready);
+        assert_eq!(StartWord::of(""), StartWord::Nothing);
+        assert_eq!(
+            StartWord::of("busy: another spillway daemon is already running on /s\n"),
+            StartWord::Busy("another spillway daemon is already running on /s")
+        );
+        assert_eq!(
+            StartWord::of("error: no space left on device\n"),
+            StartWord::Error("no space left on device")
+        );
+    }
 
     #[test]
     fn a_daemon_of_another_version_is_named_with_the_way_out() {

@@ -10,7 +10,8 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 
 use crate::client::args::OutputArgs;
-use crate::client::ops::{duration, print_json};
+use crate::client::ops::print_json;
+use crate::client::words::cli::{daemon_status, daemon_stopped, no_daemon, no_daemon_to_stop};
 use crate::client::{Connection, Endpoint};
 use crate::protocol::{DaemonStatus, Event, Request};
 
@@ -74,42 +75,14 @@ fn status(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
         if json {
             println!("null");
         } else {
-            println!(
-                "no daemon is running on {} (data directory {}); any command starts one",
-                endpoint.socket.display(),
-                endpoint.data_dir.display()
-            );
+            println!("{}", no_daemon(&endpoint.socket, &endpoint.data_dir));
         }
         return Ok(ExitCode::from(EXIT_NOT_RUNNING));
     };
     if json {
         return print_json(&Event::Status(status));
     }
-    let mine = env!("CARGO_PKG_VERSION");
-    let version = if status.version == mine {
-        status.version.clone()
-    } else {
-        format!(
-            "{} (this client is {mine}: `{} daemon restart`)",
-            status.version,
-            crate::program::program()
-        )
-    };
-    let mut out = io::stdout().lock();
-    writeln!(out, "spillway daemon: running")?;
-    writeln!(out, "  pid:            {}", status.pid)?;
-    writeln!(out, "  version:        {version}")?;
-    writeln!(out, "  socket:         {}", status.socket)?;
-    writeln!(out, "  data directory: {}", status.data_dir)?;
-    writeln!(
-        out,
-        "  uptime:         {} (since {})",
-        duration(chrono::Duration::milliseconds(
-            i64::try_from(status.uptime_ms).unwrap_or(i64::MAX)
-        )),
-        crate::protocol::time::wire_text(&status.started_at)
-    )?;
-    writeln!(out, "  runs in flight: {}", status.runs)?;
+    write!(io::stdout().lock(), "{}", daemon_status(&status))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -117,10 +90,7 @@ fn status(endpoint: &Endpoint, json: bool) -> Result<ExitCode> {
 fn stop(endpoint: &Endpoint, json: bool) -> Result<()> {
     let Some(mut connection) = Connection::existing(endpoint)? else {
         if !json {
-            eprintln!(
-                "[spillway: no daemon is running on {}]",
-                endpoint.socket.display()
-            );
+            eprintln!("{}", no_daemon_to_stop(&endpoint.socket));
         }
         return Ok(());
     };
@@ -153,15 +123,7 @@ fn stop(endpoint: &Endpoint, json: bool) -> Result<()> {
         std::thread::sleep(Duration::from_millis(20));
     }
     if !json {
-        let runs = match stopping.runs {
-            0 => String::new(),
-            1 => "; its 1 run was stopped".into(),
-            n => format!("; its {n} runs were stopped"),
-        };
-        eprintln!(
-            "[spillway: the daemon (pid {}) has stopped{runs}]",
-            stopping.pid
-        );
+        eprintln!("{}", daemon_stopped(stopping.pid, stopping.runs));
     }
     Ok(())
 }

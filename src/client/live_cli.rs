@@ -1,26 +1,27 @@
 //! The command line for live runs: `run --yield` and `run --follow`, and `wait`, `send`,
 //! `follow`, `ps` and `kill`. Each talks to the daemon through the socket, like the ops
-//! commands, and maps a run's end to an exit code as `spillway run` does.
+//! commands, and maps a run's end to an exit code as `spillway run` does. The output that
+//! `run --follow` and `follow` stream is printed by `live_stream.rs`.
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use bytesize::ByteSize;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::client::Connection;
 use crate::client::args::{OutputArgs, RedactFlag, parse_duration};
 use crate::client::calls::{self, RunAnswer};
 use crate::client::exit::{exit_code, print_exit};
 use crate::client::interrupt::RunEvents;
-use crate::client::ops::{command_table, print_json};
-use crate::client::words::cli::{end_line, fell_behind, running_line, summary};
+use crate::client::live_stream::stream;
+use crate::client::ops::print_json;
+use crate::client::words::cli::{end_line, fell_behind, running_line};
+use crate::client::words::tables::ps_table;
 use crate::protocol::{
-    Event, FollowRequest, KillRequest, KillSignal, LiveRun, PsRequest, Request, RunId,
-    RunningEvent, SendRequest, StreamMode, WaitRequest,
+    Event, FollowRequest, KillRequest, KillSignal, PsRequest, Request, RunId, RunningEvent,
+    SendRequest, StreamMode, WaitRequest,
 };
 
 /// Exit code of `run --yield` and `wait` when the command is still running (`EX_TEMPFAIL`:
@@ -339,155 +340,6 @@ pub fn follow(args: FollowArgs) -> Result<ExitCode> {
     }
 }
 
-/// `run --follow`: prints the output as it comes (raw or text), with a status line on a
-/// terminal's stderr, then a summary.
-fn stream(connection: &mut RunEvents, raw: bool, json: bool) -> Result<ExitCode> {
-    let mut out = io::stdout().lock();
-    let mut status = Status::new(!json && io::stderr().is_terminal());
-    let (mut lines, mut bytes) = (0u64, 0u64);
-    let mut at_line_start = true;
-    let mut id = None;
-    let mut lagged = false;
-    loop {
-        let event = connection.next_event()?;
-        if json {
-            out.write_all(event.to_line().as_bytes())?;
-            out.flush()?;
-        }
-        let text = match &event {
-            Event::Started(started) => {
-                id = Some(started.id.clone());
-                None
-            }
-            Event::Output(output) => Some(output.text.as_str()),
-            Event::Raw(chunk) if raw => Some(chunk.data.as_str()),
-            Event::Lagged(lagged_at) => {
-                // From here on the text is the spill's: counted afresh, as the summary does.
-                (lagged, lines, bytes) = (true, lagged_at.line.saturating_sub(1), 0);
-                let note = format!("{}\n", fell_behind(lagged_at.line));
-                let note = if at_line_start {
-                    note
-                } else {
-                    format!("\n{note}")
-                };
-                status.print(&mut io::stderr(), &note)?;
-                at_line_start = true;
-                None
-            }
-            Event::Exit(exit) => {
-                status.hide();
-                if !json {
-                    if !at_line_start {
-                        out.write_all(b"\n")?;
-                    }
-                    out.flush()?;
-                    eprintln!("{}", summary(exit));
-                }
-                return Ok(ExitCode::from(exit_code(exit)));
-            }
-            Event::Error(error) => {
-                status.hide();
-                bail!("{}", error.message);
-            }
-            _ => None,
-        };
-        let Some(text) = text.filter(|t| !t.is_empty() && !json) else {
-            continue;
-        };
-        status.print(&mut out, text)?;
-        lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
-        bytes += text.len() as u64;
-        at_line_start = text.ends_with('\n');
-        if let Some(id) = &id {
-            status.set_message(progress_message(id, raw && !lagged, lines, bytes));
-        }
-    }
-}
-
-/// What the status line says of the output so far. Raw bytes are the terminal's (escapes and
-/// redrawn progress bars included), which the summary's normalised lines and bytes are not:
-/// only the amount received is claimed for them.
-fn progress_message(id: &RunId, raw: bool, lines: u64, bytes: u64) -> String {
-    let size = ByteSize::b(bytes).display().si();
-    if raw {
-        format!("run {id} · {size} of terminal output")
-    } else {
-        format!("run {id} · {lines} lines · {size}")
-    }
-}
-
-/// The status line on a terminal's stderr (elapsed time, lines and bytes so far), shown only
-/// while the output is at the start of a line: a line still being written (a prompt, a
-/// progress bar of the command's own) is never drawn over.
-struct Status {
-    enabled: bool,
-    started: std::time::Instant,
-    bar: Option<ProgressBar>,
-    message: String,
-}
-
-impl Status {
-    fn new(enabled: bool) -> Status {
-        let mut status = Status {
-            enabled,
-            started: std::time::Instant::now(),
-            bar: None,
-            message: "starting".into(),
-        };
-        status.show();
-        status
-    }
-
-    fn show(&mut self) {
-        if !self.enabled || self.bar.is_some() {
-            return;
-        }
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
-            .with_elapsed(self.started.elapsed());
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        bar.set_message(self.message.clone());
-        bar.enable_steady_tick(Duration::from_millis(250));
-        self.bar = Some(bar);
-    }
-
-    /// Clears the status line, leaving the cursor where it was drawn.
-    fn hide(&mut self) {
-        if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
-        }
-    }
-
-    fn set_message(&mut self, message: String) {
-        if let Some(bar) = &self.bar {
-            bar.set_message(message.clone());
-        }
-        self.message = message;
-    }
-
-    /// Writes `text` to `to` around the status line.
-    fn print(&mut self, to: &mut impl Write, text: &str) -> io::Result<()> {
-        let ends_line = text.ends_with('\n');
-        if !ends_line {
-            self.hide();
-        }
-        let mut write = || -> io::Result<()> {
-            to.write_all(text.as_bytes())?;
-            to.flush()
-        };
-        match &self.bar {
-            Some(bar) => bar.suspend(write)?,
-            None => write()?,
-        }
-        if ends_line {
-            self.show();
-        }
-        Ok(())
-    }
-}
-
 pub fn ps(args: PsArgs) -> Result<ExitCode> {
     let request = PsRequest {
         tags: args.tags.into_iter().collect(),
@@ -503,27 +355,4 @@ pub fn ps(args: PsArgs) -> Result<ExitCode> {
         writeln!(out, "{}", ps_table(&ps.runs))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// An aligned table of the running commands, the command cut to the terminal's width.
-fn ps_table(runs: &[LiveRun]) -> String {
-    let secs = |ms: u64| crate::client::ops::duration(chrono::Duration::milliseconds(ms as i64));
-    let rows: Vec<[String; 7]> = runs
-        .iter()
-        .map(|r| {
-            let tags: Vec<String> = r.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            [
-                r.id.to_string(),
-                r.pid.to_string(),
-                secs(r.elapsed_ms) + if r.stopping { " (stopping)" } else { "" },
-                secs(r.idle_ms),
-                r.total_lines.to_string(),
-                ByteSize::b(r.total_bytes).to_string(),
-                tags.join(","),
-            ]
-        })
-        .collect();
-    let header = ["ID", "PID", "ELAPSED", "IDLE", "LINES", "SIZE", "TAGS"];
-    let commands: Vec<&str> = runs.iter().map(|r| r.command.as_str()).collect();
-    command_table(&header, &rows, &commands, &[1, 2, 3, 4, 5])
 }

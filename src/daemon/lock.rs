@@ -31,6 +31,8 @@ use anyhow::{Result, anyhow};
 use chrono::{DateTime, Utc};
 use nix::fcntl::{Flock, FlockArg};
 
+use crate::daemon::report::AnotherServes;
+
 /// The lock file's name in the data directory.
 pub const LOCK_FILE: &str = "daemon.lock";
 
@@ -58,16 +60,25 @@ impl DataDirLock {
             Ok(locked) => locked,
             Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
                 let (pid, holder_socket) = parse(&holders_text(&mut file));
+                // A holder that has not written its pid yet is starting now: on our socket,
+                // as far as anyone knows.
+                let serves_ours = pid.is_none()
+                    || holder_socket.as_deref() == Some(socket.display().to_string().as_str());
                 let pid = pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}"));
                 let on = holder_socket
                     .map(|s| format!(", listening on {s}"))
                     .unwrap_or_default();
-                return Err(anyhow!(
+                let why = format!(
                     "another spillway daemon ({pid}{on}) already serves data directory {}; \
                      use that daemon (its socket), stop it, or give this one another data \
                      directory",
                     root.display()
-                ));
+                );
+                return Err(if serves_ours {
+                    AnotherServes(why).into()
+                } else {
+                    anyhow!(why)
+                });
             }
             Err((_, errno)) => return Err(anyhow!("cannot lock {}: {errno}", path.display())),
         };
@@ -197,6 +208,18 @@ mod tests {
             .unwrap()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_holder_serving_our_socket_is_told_apart_from_one_serving_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = Path::new("/run/user/1/spillway/spillway.sock");
+        let (_first, _) = DataDirLock::acquire(dir.path(), socket).unwrap();
+        let refused = |on: &Path| DataDirLock::acquire(dir.path(), on).err().unwrap();
+        // On our socket: the client that started this daemon waits for the holder.
+        assert!(refused(socket).is::<AnotherServes>());
+        // On another: nobody will ever answer on ours.
+        assert!(!refused(Path::new("/elsewhere.sock")).is::<AnotherServes>());
     }
 
     #[test]

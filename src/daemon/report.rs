@@ -4,12 +4,21 @@
 //! to start the log may be empty (on a full disk, where the log cannot be written either), and
 //! the client used to report only that no daemon answered in time. So a client starts it with
 //! `--report-start` and its standard output a pipe: the daemon writes one line there, `ready`,
-//! or `error: ` and why it could not start, and then points its standard output at
-//! `/dev/null`, which closes the pipe. A pipe needs no disk.
+//! `busy: ` and why it will not start when another daemon serves (or is about to serve) its
+//! socket ([`AnotherServes`]: the client waits for that one), or `error: ` and why it could not
+//! start; then it points its standard output at `/dev/null`, which closes the pipe. A pipe
+//! needs no disk. The client tells the three apart by that first word, never by the wording
+//! of the reason.
 
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsFd;
+
+/// A start-up refused because another daemon serves this daemon's socket, or holds its data
+/// directory and is about to: the client that started this one waits for that one instead.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AnotherServes(pub String);
 
 /// The pipe to the starting client, when there is one.
 pub struct StartReport(Option<File>);
@@ -31,7 +40,12 @@ impl StartReport {
 
     /// The daemon cannot start, because of `error`.
     pub fn failed(&mut self, error: &anyhow::Error) {
-        self.finish(&format!("error: {error:#}"));
+        let word = if error.chain().any(|cause| cause.is::<AnotherServes>()) {
+            "busy"
+        } else {
+            "error"
+        };
+        self.finish(&format!("{word}: {error:#}"));
     }
 
     fn finish(&mut self, line: &str) {

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use nix::fcntl::{Flock, FlockArg};
 
+use crate::daemon::report::AnotherServes;
+
 use crate::storage::spill::ensure_private_dir;
 
 /// How the daemon got its listening socket.
@@ -90,10 +92,11 @@ fn lock_socket(socket: &Path) -> Result<Flock<File>> {
         })?;
     Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
         if errno == nix::errno::Errno::EWOULDBLOCK {
-            anyhow::anyhow!(
+            AnotherServes(format!(
                 "another spillway daemon is already running on {}",
                 socket.display()
-            )
+            ))
+            .into()
         } else {
             anyhow::anyhow!("cannot lock {}: {errno}", path.display())
         }
@@ -127,10 +130,11 @@ fn remove_stale_socket(socket: &Path) -> Result<()> {
         );
     }
     if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-        bail!(
+        return Err(AnotherServes(format!(
             "another spillway daemon is already running on {}",
             socket.display()
-        );
+        ))
+        .into());
     }
     tracing::info!(socket = %socket.display(), "replacing a stale socket");
     std::fs::remove_file(socket)

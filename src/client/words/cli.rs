@@ -1,11 +1,20 @@
 //! The command line's words for a run: how it ended (on stderr after its output, or as the
 //! last word of `run --follow`), and what to do with one that goes on. Each is worded from
-//! the facts [`super`] takes from the daemon's events, never from the daemon's own text.
+//! the facts [`super`] takes from the daemon's events, never from the daemon's own text; and
+//! what the operator's commands (`show`, `grep`, `stats`, `purge`, `daemon`) print for a
+//! person, with the times, durations and statuses they print about a run.
 
 use bytesize::ByteSize;
+use chrono::{DateTime, Local, Utc};
 
 use super::{Ended, ending, ready_reason};
-use crate::protocol::{ExitEvent, RunningEvent};
+use std::path::Path;
+
+use crate::protocol::{
+    DaemonStatus, ExitEvent, PurgeReport, RunId, RunRecord, RunStatus, RunningEvent, ShowEvent,
+    StatsEvent,
+};
+use crate::storage::grep::MAX_LINE_CHARS;
 
 fn signal_name(signal: i32) -> String {
     nix::sys::signal::Signal::try_from(signal).map_or_else(
@@ -131,10 +140,292 @@ fn still_running_line(r: &RunningEvent) -> String {
     )
 }
 
+/// A moment in local time, its zone's offset after it.
+pub(crate) fn local_time(t: DateTime<Utc>) -> String {
+    t.with_timezone(&Local)
+        .format("%Y-%m-%d %H:%M:%S %:z")
+        .to_string()
+}
+
+/// A setting's period in words: `7 days`, `1 day 12 hours`, `90 seconds` is `1 minute 30
+/// seconds`.
+pub(crate) fn period(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let parts: Vec<String> = [
+        (s / 86_400, "day"),
+        (s / 3600 % 24, "hour"),
+        (s / 60 % 60, "minute"),
+        (s % 60, "second"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, unit)| format!("{n} {unit}{}", if n == 1 { "" } else { "s" }))
+    .collect();
+    if parts.is_empty() {
+        "0 seconds".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// `0.4s`, `8.4s`, `2m03s`, `1h02m`.
+pub(crate) fn duration(d: chrono::Duration) -> String {
+    let ms = d.num_milliseconds().max(0);
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60)
+    }
+}
+
+pub(crate) fn status_text(r: &RunRecord) -> String {
+    match (r.status, r.exit_code, r.signal) {
+        (RunStatus::Exited, Some(code), _) => format!("exit {code}"),
+        (RunStatus::Signaled, _, Some(signal)) => format!("signal {signal}"),
+        (status, _, _) => status.as_str().replace('_', " "),
+    }
+}
+
+/// `show`'s header: the run's record, then `---` before its lines.
+pub(crate) fn show_header(run: &RunRecord) -> String {
+    let mut text = format!(
+        "run {}  {}  started {}{}\n",
+        run.id,
+        status_text(run),
+        local_time(run.started_at),
+        run.ended_at.map_or_else(String::new, |end| format!(
+            "  took {}",
+            duration(end - run.started_at)
+        ))
+    );
+    text.push_str(&format!("command: {}\ncwd: {}\n", run.command, run.cwd));
+    if let Some(spill) = &run.spill_path {
+        let state = match (run.spill_complete, run.spill_capped_at_line) {
+            (true, _) => String::new(),
+            (false, Some(line)) => format!(" (capped: stops in line {line})"),
+            (false, None) => " (incomplete)".into(),
+        };
+        text.push_str(&format!("spill: {spill}{state}\n"));
+    }
+    text.push_str("---\n");
+    text
+}
+
+/// `show`'s last line when more lines follow the page: where they are and how to go on.
+pub(crate) fn show_continuation(page: &ShowEvent) -> Option<String> {
+    let next = page.next_offset?;
+    let by_bytes = if page.stopped_by_bytes {
+        " (byte limit)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "[lines {}-{} of {}{by_bytes}; continue with --offset {next}]",
+        page.first, page.last, page.total_lines
+    ))
+}
+
+/// `grep`'s line when it stopped at `--max-count`.
+pub(crate) fn grep_limit_line(max_count: usize) -> String {
+    format!(
+        "[match limit of {max_count} reached; more lines match: refine the pattern or raise \
+         --max-count]"
+    )
+}
+
+/// `grep`'s line when some lines were cut, with how to see one whole.
+pub(crate) fn grep_cut_line(id: &RunId) -> String {
+    format!(
+        "[lines longer than {MAX_LINE_CHARS} characters were cut; see one whole with: {} show \
+         {id} --offset N --limit 1]",
+        crate::program::program()
+    )
+}
+
+/// `stats`' figures of the index and the spills, a line each, before the token accounting.
+pub(crate) fn stats_summary(stats: &StatsEvent) -> String {
+    let index = &stats.index;
+    let total: u64 = index.runs_by_status.values().sum();
+    let by_status: Vec<String> = index
+        .runs_by_status
+        .iter()
+        .map(|(status, n)| format!("{status} {n}"))
+        .collect();
+    let share = if stats.max_disk == 0 {
+        0.0
+    } else {
+        index.spill_bytes as f64 * 100.0 / stats.max_disk as f64
+    };
+    let when = |t: Option<DateTime<Utc>>| t.map_or_else(|| "-".into(), local_time);
+    format!(
+        "runs: {total} ({})\nspills: {} of a {} quota ({share:.1}%)\noldest run: {}\n\
+         newest run: {}\ndatabase: {}\nretention: {}\ndata directory: {}\n",
+        by_status.join(", "),
+        ByteSize::b(index.spill_bytes),
+        ByteSize::b(stats.max_disk),
+        when(index.oldest),
+        when(index.newest),
+        ByteSize::b(index.database_bytes),
+        period(std::time::Duration::from_millis(stats.retention_ms)),
+        stats.data_dir
+    )
+}
+
+/// `stats`' token line from a daemon that does not count tokens.
+pub(crate) const NO_TOKENS: &str = "tokens: not counted by this daemon (an older spillway)";
+
+/// What `purge` deleted (or, dry, would delete), a line each, then the totals.
+pub(crate) fn purge_text(report: &PurgeReport) -> String {
+    let verb = if report.dry_run {
+        "would delete"
+    } else {
+        "deleted"
+    };
+    let mut text = String::new();
+    for (why, runs) in [
+        ("expired", &report.expired),
+        ("over quota", &report.evicted),
+        ("asked for", &report.deleted),
+    ] {
+        for run in runs {
+            text.push_str(&format!(
+                "{verb} run {} ({why}, started {}, {})\n",
+                run.id,
+                local_time(run.started_at),
+                ByteSize::b(run.bytes)
+            ));
+        }
+    }
+    for orphan in &report.orphans {
+        text.push_str(&format!(
+            "{verb} orphan file {} ({})\n",
+            orphan.path,
+            ByteSize::b(orphan.bytes)
+        ));
+    }
+    for id in &report.marked_missing {
+        text.push_str(&format!(
+            "run {id}: its spill file is gone (record kept, marked missing)\n"
+        ));
+    }
+    text.push_str(&format!(
+        "{}: {} runs, {} orphan files, {} freed; spills now {} of {}\n",
+        if report.dry_run { "dry run" } else { "purged" },
+        report.expired.len() + report.evicted.len() + report.deleted.len(),
+        report.orphans.len(),
+        ByteSize::b(report.freed_bytes),
+        ByteSize::b(report.spill_bytes_after),
+        ByteSize::b(report.max_disk)
+    ));
+    text
+}
+
+/// `daemon status` when a daemon answers: what it is, a fact a line.
+pub(crate) fn daemon_status(status: &DaemonStatus) -> String {
+    let mine = env!("CARGO_PKG_VERSION");
+    let version = if status.version == mine {
+        status.version.clone()
+    } else {
+        format!(
+            "{} (this client is {mine}: `{} daemon restart`)",
+            status.version,
+            crate::program::program()
+        )
+    };
+    format!(
+        "spillway daemon: running\n  pid:            {}\n  version:        {version}\n  \
+         socket:         {}\n  data directory: {}\n  uptime:         {} (since {})\n  \
+         runs in flight: {}\n",
+        status.pid,
+        status.socket,
+        status.data_dir,
+        duration(chrono::Duration::milliseconds(
+            i64::try_from(status.uptime_ms).unwrap_or(i64::MAX)
+        )),
+        crate::protocol::time::wire_text(&status.started_at),
+        status.runs
+    )
+}
+
+/// `daemon status` when none answers.
+pub(crate) fn no_daemon(socket: &Path, data_dir: &Path) -> String {
+    format!(
+        "no daemon is running on {} (data directory {}); any command starts one",
+        socket.display(),
+        data_dir.display()
+    )
+}
+
+/// `daemon stop` when none answers.
+pub(crate) fn no_daemon_to_stop(socket: &Path) -> String {
+    format!("[spillway: no daemon is running on {}]", socket.display())
+}
+
+/// `daemon stop` once the daemon's process is gone, with how many runs it stopped.
+pub(crate) fn daemon_stopped(pid: u32, runs: u64) -> String {
+    let runs = match runs {
+        0 => String::new(),
+        1 => "; its 1 run was stopped".into(),
+        n => format!("; its {n} runs were stopped"),
+    };
+    format!("[spillway: the daemon (pid {pid}) has stopped{runs}]")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::{Preview, RunStatus};
+
+    #[test]
+    fn the_operator_s_lines_read_as_one_sentence_each() {
+        assert_eq!(
+            grep_limit_line(3),
+            "[match limit of 3 reached; more lines match: refine the pattern or raise \
+             --max-count]"
+        );
+        let id: RunId = "20261121-101502-k3f7".parse().unwrap();
+        assert!(
+            grep_cut_line(&id).ends_with(&format!(
+                "characters were cut; see one whole with: {} show 20261121-101502-k3f7 \
+                 --offset N --limit 1]",
+                crate::program::program()
+            )),
+            "{}",
+            grep_cut_line(&id)
+        );
+        assert_eq!(
+            daemon_stopped(42, 0),
+            "[spillway: the daemon (pid 42) has stopped]"
+        );
+        assert_eq!(
+            daemon_stopped(42, 1),
+            "[spillway: the daemon (pid 42) has stopped; its 1 run was stopped]"
+        );
+        assert_eq!(
+            daemon_stopped(42, 3),
+            "[spillway: the daemon (pid 42) has stopped; its 3 runs were stopped]"
+        );
+    }
+
+    #[test]
+    fn periods_read_as_words() {
+        let d = std::time::Duration::from_secs;
+        assert_eq!(period(d(7 * 86_400)), "7 days");
+        assert_eq!(period(d(86_400 + 12 * 3600)), "1 day 12 hours");
+        assert_eq!(period(d(90)), "1 minute 30 seconds");
+        assert_eq!(period(d(0)), "0 seconds");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        let d = chrono::Duration::milliseconds;
+        assert_eq!(duration(d(420)), "0.4s");
+        assert_eq!(duration(d(8_421)), "8.4s");
+        assert_eq!(duration(d(123_000)), "2m03s");
+        assert_eq!(duration(d(3_720_000)), "1h02m");
+    }
 
     fn empty_preview() -> Preview {
         Preview::whole(String::new(), 0)

@@ -1,9 +1,10 @@
 //! What the client tells its reader about a run, worded per audience: [`cli`] for a person or
-//! an agent at the command line, `mcp/words.rs` for the MCP server's model. The facts both
-//! word are taken from the daemon's events here, once, so the two wordings cannot drift in
-//! what they say, only in how.
+//! an agent at the command line (with [`tables`] for the operator's tables), `mcp/words.rs`
+//! for the MCP server's model. The facts both word are taken from the daemon's events here,
+//! once, so the two wordings cannot drift in what they say, only in how.
 
 pub mod cli;
+pub mod tables;
 
 use crate::protocol::{ExitEvent, LimitHit, Ready, Resource, RunStatus};
 

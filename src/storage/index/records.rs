@@ -207,6 +207,12 @@ pub(crate) fn display_command(argv: Option<&[String]>, shell: Option<&str>) -> S
     }
 }
 
+/// The columns [`read_run`] reads, in its order.
+pub(super) const RUN_COLUMNS: &str = "r.id, r.argv, r.shell, r.command, r.cwd, r.tags, r.started_at, \
+     r.ended_at, r.status, r.exit_code, r.signal, r.total_lines, r.total_bytes, r.truncated, \
+     r.spill_path, r.spill_bytes, r.spill_complete, r.spill_missing, r.pid, \
+     r.spill_capped_at_line, r.output_tokens, r.preview_tokens, r.output_tokens_estimated";
+
 /// Reads a row selected with [`RUN_COLUMNS`].
 pub(super) fn read_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {

@@ -29,6 +29,12 @@ use super::limits::Resources;
 use crate::protocol::Resource;
 use crate::protocol::{LimitHit, RunId};
 
+mod limit_files;
+mod mounts;
+
+use limit_files::{write_v1_limit, write_v2_limit};
+use mounts::{base_for_runs, join_cgroup, parse_mount, remove_empty_siblings, v1_dir};
+
 /// Set (to anything but `0` or empty) in the daemon's environment, it never uses cgroups: runs
 /// are tracked through `/proc` alone, as where no cgroup can be had.
 pub const NO_CGROUP_ENV: &str = "SPILLWAY_NO_CGROUP";
@@ -403,74 +409,6 @@ impl RunCgroup {
     }
 }
 
-/// One line of `/proc/self/mountinfo`, the fields used here.
-struct Mount {
-    root: String,
-    point: PathBuf,
-    fstype: String,
-    options: String,
-}
-
-/// `36 35 98:0 /root /mount/point opts [optional...] - fstype source superopts`.
-fn parse_mount(line: &str) -> Option<Mount> {
-    let (before, after) = line.split_once(" - ")?;
-    let fields: Vec<&str> = before.split(' ').collect();
-    let mut after = after.split(' ');
-    Some(Mount {
-        root: unescape(fields.get(3)?),
-        point: PathBuf::from(unescape(fields.get(4)?)),
-        fstype: after.next()?.to_string(),
-        options: after.nth(1).unwrap_or_default().to_string(),
-    })
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal (`\040`).
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).filter(|_| bytes[i] == b'\\');
-        match octal.and_then(|o| u8::from_str_radix(std::str::from_utf8(o).ok()?, 8).ok()) {
-            Some(byte) => {
-                out.push(byte);
-                i += 4;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The directory of cgroup `path` in a hierarchy mounted at `mount` from its `root`.
-fn join_cgroup(mount: &Path, root: &str, path: &str) -> PathBuf {
-    let relative = path
-        .strip_prefix(root)
-        .filter(|_| root != "/")
-        .unwrap_or(path)
-        .trim_start_matches('/');
-    mount.join(relative)
-}
-
-/// Where the runs' directory goes: the parent of a `daemon` leaf (systemd's
-/// `DelegateSubgroup=daemon` puts the daemon there, leaving the delegated cgroup free for
-/// controllers), else the daemon's own cgroup.
-fn base_for_runs(mount: &Path, here: &Path) -> PathBuf {
-    match here.parent() {
-        Some(parent)
-            if here != mount
-                && here.file_name().is_some_and(|n| n == "daemon")
-                && parent.starts_with(mount) =>
-        {
-            parent.to_path_buf()
-        }
-        _ => here.to_path_buf(),
-    }
-}
-
 /// Enables the limits' controllers for `dir`'s children, through `base`; returns those that
 /// took. A cgroup with processes of its own (not the root) cannot pass controllers down: then
 /// none is enabled and limits fall to v1 or rlimits.
@@ -493,55 +431,6 @@ fn enable_controllers(base: &Path, dir: &Path) -> Vec<Resource> {
     enabled
 }
 
-/// The runs' directory in the v1 hierarchy of `resource`'s controller, made if need be.
-fn v1_dir(resource: Resource, mounts: &str, own: &str, key: &str) -> Option<PathBuf> {
-    let name = resource.name();
-    let has = |list: &str| list.split(',').any(|c| c == name);
-    let mount = mounts
-        .lines()
-        .filter_map(parse_mount)
-        .find(|m| m.fstype == "cgroup" && has(&m.options))?;
-    let path = own.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
-        has(list).then_some(path)
-    })?;
-    let dir = join_cgroup(&mount.point, &mount.root, path).join(format!("spillway-{key}"));
-    match fs::create_dir_all(&dir) {
-        Ok(()) => {
-            remove_empty_siblings(&dir);
-            Some(dir)
-        }
-        Err(e) => {
-            tracing::debug!(controller = name, "no v1 cgroup for runs: {e}");
-            None
-        }
-    }
-}
-
-/// Removes the runs' directories of other daemons of this user (other data directories) that
-/// hold no run: daemons killed without a shutdown leave them, and the rmdir of a cgroup with
-/// anything in it fails, so a live daemon's runs are never touched.
-fn remove_empty_siblings(dir: &Path) {
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str()))
-    else {
-        return;
-    };
-    let Some((prefix, _)) = name.rsplit_once('-') else {
-        return;
-    };
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let other = entry.file_name();
-        let other = other.to_string_lossy();
-        if other != name && other.starts_with(&format!("{prefix}-")) {
-            let _ = fs::remove_dir(entry.path());
-        }
-    }
-}
-
 /// Makes `dir` as a fresh cgroup: one left by an earlier daemon under the same name is
 /// removed first (it is empty, or a sweep has emptied it).
 fn make_fresh(dir: &Path) -> io::Result<()> {
@@ -552,62 +441,6 @@ fn make_fresh(dir: &Path) -> io::Result<()> {
         }
         other => other,
     }
-}
-
-fn write_v2_limit(dir: &Path, resource: Resource, limits: &Resources) -> io::Result<()> {
-    match resource {
-        Resource::Memory => {
-            let bytes = limits.memory.unwrap_or(u64::MAX);
-            fs::write(dir.join("memory.max"), bytes.to_string())?;
-            // Swap would let the run go on far past its limit, only slower.
-            let _ = fs::write(dir.join("memory.swap.max"), "0");
-            Ok(())
-        }
-        Resource::Pids => fs::write(
-            dir.join("pids.max"),
-            limits.pids.unwrap_or(u64::MAX).to_string(),
-        ),
-        Resource::Cpu => {
-            let (quota, period) = cpu_quota(limits.cpu.unwrap_or(0.0));
-            fs::write(dir.join("cpu.max"), format!("{quota} {period}"))
-        }
-    }
-}
-
-fn write_v1_limit(dir: &Path, resource: Resource, limits: &Resources) -> io::Result<()> {
-    match resource {
-        Resource::Memory => {
-            let bytes = limits.memory.unwrap_or(u64::MAX).to_string();
-            fs::write(dir.join("memory.limit_in_bytes"), &bytes)?;
-            // memory+swap, where swap accounting is on: no running on in swap.
-            let memsw = dir.join("memory.memsw.limit_in_bytes");
-            if memsw.exists() {
-                let _ = fs::write(memsw, &bytes);
-            }
-            Ok(())
-        }
-        Resource::Pids => fs::write(
-            dir.join("pids.max"),
-            limits.pids.unwrap_or(u64::MAX).to_string(),
-        ),
-        Resource::Cpu => {
-            let (quota, period) = cpu_quota(limits.cpu.unwrap_or(0.0));
-            fs::write(dir.join("cpu.cfs_period_us"), period.to_string())?;
-            fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string())
-        }
-    }
-}
-
-/// A quota of `cores` over a 100 ms period, in microseconds (at least the kernel's 1 ms).
-fn cpu_quota(cores: f64) -> (u64, u64) {
-    const PERIOD: u64 = 100_000;
-    let quota = (cores * PERIOD as f64).round();
-    let quota = if quota.is_finite() && quota >= 1000.0 {
-        quota.min(u64::MAX as f64 / 2.0) as u64
-    } else {
-        1000
-    };
-    (quota, PERIOD)
 }
 
 /// The processes in the cgroup at `dir` now.
@@ -645,52 +478,4 @@ fn v1_oom_kills(dir: &Path) -> u64 {
         return event_count(&control, "oom_kill");
     }
     u64::from(event_count(&control, "under_oom") > 0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mountinfo_lines_give_the_root_point_type_and_options() {
-        let line = "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:9 - cgroup2 cgroup2 rw";
-        let m = parse_mount(line).unwrap();
-        assert_eq!(
-            (m.root.as_str(), m.point.as_path(), m.fstype.as_str()),
-            ("/", Path::new("/sys/fs/cgroup/unified"), "cgroup2")
-        );
-        let v1 = "33 25 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct";
-        let m = parse_mount(v1).unwrap();
-        assert_eq!(m.options, "rw,cpu,cpuacct");
-        assert_eq!(unescape(r"/a\040b"), "/a b");
-        assert!(parse_mount("garbage").is_none());
-    }
-
-    #[test]
-    fn cgroup_paths_join_under_their_mount() {
-        let mount = Path::new("/sys/fs/cgroup");
-        assert_eq!(
-            join_cgroup(mount, "/", "/user.slice/a.service"),
-            Path::new("/sys/fs/cgroup/user.slice/a.service")
-        );
-        assert_eq!(join_cgroup(mount, "/", "/"), mount);
-        assert_eq!(
-            join_cgroup(mount, "/ns", "/ns/x"),
-            Path::new("/sys/fs/cgroup/x")
-        );
-        let delegated = Path::new("/sys/fs/cgroup/u/spillway.service/daemon");
-        assert_eq!(
-            base_for_runs(mount, delegated),
-            Path::new("/sys/fs/cgroup/u/spillway.service")
-        );
-        assert_eq!(base_for_runs(mount, mount), mount);
-    }
-
-    #[test]
-    fn cpu_quotas_are_in_microseconds_per_100ms() {
-        assert_eq!(cpu_quota(1.0), (100_000, 100_000));
-        assert_eq!(cpu_quota(0.5), (50_000, 100_000));
-        assert_eq!(cpu_quota(0.0), (1000, 100_000));
-        assert_eq!(cpu_quota(f64::NAN), (1000, 100_000));
-    }
 }

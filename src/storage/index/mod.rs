@@ -33,19 +33,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rusqlite::types::Value;
-use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
-    params_from_iter,
-};
-use rusqlite_migration::{M, Migrations};
+use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
 
-use crate::protocol::{IndexStats, RunId, StatusFilter};
+use crate::protocol::{IndexStats, RunId};
 use crate::storage::command_key::command_key;
 
+mod history;
+mod open;
 mod pages;
 mod records;
 mod tokens;
+
+use history::history_query;
 
 pub(crate) use pages::PageStart;
 pub(crate) use pages::SpillRecord;
@@ -53,6 +52,7 @@ pub use records::Ending;
 pub use records::HistoryFilter;
 pub use records::NewRun;
 pub use records::RECOVERED_COMMAND;
+use records::RUN_COLUMNS;
 pub use records::RecoveredRun;
 pub use records::RunEnd;
 pub use records::RunRow;
@@ -70,32 +70,6 @@ pub use tokens::TOKEN_STATS_DAYS;
 
 /// The index's file name; it lives in the data directory.
 pub const INDEX_FILE: &str = "index.sqlite3";
-
-/// How long a writer waits for another process's write to finish.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Rows `history` returns when the filter's limit is 0.
-const DEFAULT_HISTORY_LIMIT: usize = 50;
-
-/// The schema, oldest migration first. Append only: a migration that has shipped is never
-/// edited, since databases out there already ran it.
-const MIGRATIONS: [&str; 4] = [
-    include_str!("../../migrations/001_runs.sql"),
-    include_str!("../../migrations/002_tags_and_indexes.sql"),
-    include_str!("../../migrations/003_spill_cap.sql"),
-    include_str!("../../migrations/004_tokens.sql"),
-];
-
-/// Runs that did not simply succeed; the same text as `runs_failed`'s WHERE in migration 002,
-/// so that SQLite can use that partial index.
-const FAILED: &str = "(status IN ('signaled', 'timed_out', 'killed', 'interrupted') \
-                      OR (status = 'exited' AND exit_code <> 0))";
-
-/// The columns [`read_run`] reads, in its order.
-const RUN_COLUMNS: &str = "r.id, r.argv, r.shell, r.command, r.cwd, r.tags, r.started_at, \
-     r.ended_at, r.status, r.exit_code, r.signal, r.total_lines, r.total_bytes, r.truncated, \
-     r.spill_path, r.spill_bytes, r.spill_complete, r.spill_missing, r.pid, \
-     r.spill_capped_at_line, r.output_tokens, r.preview_tokens, r.output_tokens_estimated";
 
 /// What can go wrong with the index.
 #[derive(Debug, thiserror::Error)]
@@ -209,119 +183,7 @@ pub struct Index {
     busy_timeout: Duration,
 }
 
-/// An index path that is a symlink is refused: it could point the daemon's writes anywhere.
-fn refuse_symlink(path: &Path) -> Result<(), IndexError> {
-    if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
-        return Err(IndexError::Symlink {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(())
-}
-
 impl Index {
-    /// Opens (creating) the index at `path`, applies migrations, sets WAL and the busy timeout.
-    /// A file that is not a spillway index (or is a newer one) is refused untouched.
-    pub fn open(path: &Path) -> Result<Index, IndexError> {
-        let opened = |source| IndexError::Open {
-            path: path.to_path_buf(),
-            source,
-        };
-        refuse_symlink(path)?;
-        create_private(path).map_err(|source| IndexError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        // NOFOLLOW as well: a symlink put there after the check is refused by SQLite itself.
-        let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut conn = Connection::open_with_flags(path, flags).map_err(opened)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(opened)?;
-        check_ours(&conn, path)?;
-        configure(&mut conn).map_err(opened)?;
-        migrate(&mut conn, path)?;
-        make_private(path);
-        Ok(Index {
-            conn,
-            path: path.to_path_buf(),
-            read_only: false,
-            busy_timeout: BUSY_TIMEOUT,
-        })
-    }
-
-    /// Opens an existing index read-only, for a daemon on a disk too full to open it for
-    /// writing: reading needs no room. Opening for writing fails there because SQLite must
-    /// size its shared-memory file (`-shm`) for the write-ahead log, which a full disk
-    /// refuses; a read-only connection gets one of two ways round it. With no log to read (no
-    /// `-wal`, or an empty one: the last daemon stopped cleanly) it opens the file as
-    /// immutable, which needs no `-shm` at all; with a log (a daemon was killed) the `-shm`
-    /// is there already, sized, and an ordinary read-only connection uses it. A database
-    /// that is not ours, or not of this build's schema (which would need writing to migrate),
-    /// is refused as [`Index::open`] refuses it. The first write on it opens it for writing
-    /// again, so it is writable as soon as the disk has room ([`Index::writable`]).
-    pub fn open_read_only(path: &Path) -> Result<Index, IndexError> {
-        let opened = |source| IndexError::Open {
-            path: path.to_path_buf(),
-            source,
-        };
-        refuse_symlink(path)?;
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        let no_log = !std::fs::metadata(&wal).is_ok_and(|meta| meta.len() > 0);
-        let query = if no_log { "immutable=1" } else { "mode=ro" };
-        let uri = format!("file:{}?{query}", uri_path(path));
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let conn = Connection::open_with_flags(uri, flags).map_err(opened)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(opened)?;
-        check_ours(&conn, path)?;
-        let version = schema_version(&conn)?;
-        if version != MIGRATIONS.len() {
-            return Err(IndexError::Migrate {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "it has schema {version}, this build {}, and it is open read-only",
-                    MIGRATIONS.len()
-                ),
-            });
-        }
-        Ok(Index {
-            conn,
-            path: path.to_path_buf(),
-            read_only: true,
-            busy_timeout: BUSY_TIMEOUT,
-        })
-    }
-
-    /// Whether this connection was opened read-only ([`Index::open_read_only`]) and has not
-    /// been opened for writing since.
-    pub fn is_read_only(&self) -> bool {
-        self.read_only
-    }
-
-    /// Makes a read-only connection a writable one (see [`Index::open`]), if the disk now lets
-    /// it be opened so; every write calls this first. Fails, as [`Index::open`] does, while it
-    /// cannot, and the connection stays read-only.
-    pub fn writable(&mut self) -> Result<(), IndexError> {
-        if !self.read_only {
-            return Ok(());
-        }
-        let mut fresh = Index::open(&self.path)?;
-        fresh.set_busy_timeout(self.busy_timeout)?;
-        *self = fresh;
-        tracing::info!(path = %self.path.display(), "the run index is writable again");
-        Ok(())
-    }
-
-    /// Sets how long a write waits for another connection's lock before it fails busy (5 s
-    /// unless set): a writer that retries by itself waits less, to know sooner.
-    pub fn set_busy_timeout(&mut self, timeout: Duration) -> Result<(), IndexError> {
-        self.conn.busy_timeout(timeout)?;
-        self.busy_timeout = timeout;
-        Ok(())
-    }
-
     /// Inserts a run at its start; Ok(false) if the id already exists (the caller picks another).
     pub fn insert_run(&mut self, run: &NewRun) -> Result<bool, IndexError> {
         self.writable()?;
@@ -510,90 +372,6 @@ impl Index {
     }
 }
 
-/// Refuses, before anything is written to it, a file that is not a spillway index (or not yet
-/// one: an empty database is ours to set up) or that a newer spillway wrote.
-fn check_ours(conn: &Connection, path: &Path) -> Result<(), IndexError> {
-    // The first read of the file: one that is not a database fails here.
-    let version = schema_version(conn).map_err(|e| match e {
-        IndexError::Sql(error @ rusqlite::Error::SqliteFailure(failure, _))
-            if matches!(
-                failure.code,
-                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
-            ) =>
-        {
-            IndexError::NotADatabase {
-                path: path.to_path_buf(),
-                reason: error.to_string(),
-            }
-        }
-        other => other,
-    })?;
-    let tables = user_tables(conn)?;
-    // Tables with no schema version, or without ours, are another program's.
-    if !tables.is_empty() && (version == 0 || !tables.iter().any(|t| t == "runs")) {
-        return Err(IndexError::Foreign {
-            path: path.to_path_buf(),
-            tables: tables.join(", "),
-        });
-    }
-    if version > MIGRATIONS.len() {
-        return Err(IndexError::TooNew {
-            path: path.to_path_buf(),
-            found: version,
-            supported: MIGRATIONS.len(),
-        });
-    }
-    Ok(())
-}
-
-/// The database's own tables, by name.
-fn user_tables(conn: &Connection) -> Result<Vec<String>, IndexError> {
-    let mut statement = conn.prepare(
-        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' \
-         ESCAPE '\\' ORDER BY name",
-    )?;
-    let names = statement.query_map([], |row| row.get(0))?;
-    Ok(names.collect::<Result<_, _>>()?)
-}
-
-/// Sets up a fresh connection: WAL, immediate transactions, foreign keys.
-fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
-    conn.set_transaction_behavior(TransactionBehavior::Immediate);
-    let mode: String =
-        conn.pragma_update_and_check(None, "journal_mode", "wal", |row| row.get(0))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        tracing::warn!(
-            mode,
-            "the run index cannot use WAL mode here; readers will wait for writers"
-        );
-    }
-    // With WAL, NORMAL loses nothing to a crashed process, only (at worst) the last
-    // transactions to a power cut, and never corrupts.
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "foreign_keys", true)
-}
-
-/// Brings the schema up to date, refusing a database from a newer build.
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), IndexError> {
-    let migrations = Migrations::new(MIGRATIONS.iter().map(|sql| M::up(sql)).collect());
-    // Two processes opening a new database at once both read version 0; the one that loses
-    // the race fails its transaction, and its second try finds the schema up to date.
-    let result = migrations
-        .to_latest(conn)
-        .or_else(|_| migrations.to_latest(conn));
-    // A database too new was refused by `check_ours`.
-    result.map_err(|e| IndexError::Migrate {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })
-}
-
-/// How many migrations the database has had.
-fn schema_version(conn: &Connection) -> Result<usize, IndexError> {
-    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
-    Ok(usize::try_from(version).unwrap_or(0))
-}
-
 /// Inserts the run's row; false if its id is taken.
 fn insert_row(tx: &Transaction<'_>, run: &NewRun) -> rusqlite::Result<bool> {
     let argv = run.argv.as_ref().map(to_json).transpose()?;
@@ -695,130 +473,6 @@ fn spill_on_disk(path: Option<&str>) -> OnDisk {
     }
 }
 
-/// Creates the index file, empty and private (0600), unless it exists: SQLite would make it
-/// 0644, and its `-wal` and `-shm` files take the database file's mode.
-fn create_private(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let created = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path);
-    match created {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// `path` as the path of an SQLite URI: every byte but the unreserved ones and `/`
-/// percent-encoded, so that no `?`, `#` or `%` in a directory's name is read as URI syntax.
-fn uri_path(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    path.as_os_str()
-        .as_bytes()
-        .iter()
-        .map(|&b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// Makes the database and its `-wal` and `-shm` files private (0600) if an older spillway, or
-/// SQLite, left them readable by others. Run only once the file is known to be ours. By path,
-/// never by opening them: closing a descriptor of a file drops every POSIX lock this process
-/// holds on it, SQLite's included, and another process would then take itself for the last
-/// connection and delete the write-ahead log under us. Symlinks are left alone (a symlink put
-/// there after the check needs our uid, in our 0700 directory); failures are logged, never
-/// fatal.
-fn make_private(path: &Path) {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    for suffix in ["", "-wal", "-shm"] {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        let name = PathBuf::from(name);
-        let Ok(meta) = std::fs::symlink_metadata(&name) else {
-            continue;
-        };
-        if meta.is_file()
-            && meta.mode() & 0o777 != 0o600
-            && let Err(e) = std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600))
-        {
-            tracing::warn!(path = %name.display(), error = %e, "cannot make the run index private");
-        }
-    }
-}
-
-/// The SQL and parameters for `history`. With a tag, the walk starts from `run_tags` (newest
-/// first for that tag) instead of from every run.
-fn history_query(filter: &HistoryFilter) -> (String, Vec<Value>) {
-    let mut values = Vec::new();
-    let mut conditions = Vec::new();
-    let mut tags = filter.tags.iter();
-    let (from, order) = match tags.next() {
-        Some((key, value)) => {
-            conditions.push("t.key = ? AND t.value = ?".to_string());
-            values.extend([Value::from(key.clone()), Value::from(value.clone())]);
-            (
-                "run_tags t CROSS JOIN runs r ON r.id = t.run_id",
-                ("t.started_at", "t.run_id"),
-            )
-        }
-        // Left to itself, SQLite ORs two searches of runs_by_status together and sorts the
-        // result; the partial index already holds just the failed runs, in order.
-        None if matches!(filter.status, Some(StatusFilter::Failed)) => {
-            ("runs r INDEXED BY runs_failed", ("r.started_at", "r.id"))
-        }
-        None => ("runs r", ("r.started_at", "r.id")),
-    };
-    for (key, value) in tags {
-        conditions.push(
-            "EXISTS (SELECT 1 FROM run_tags x WHERE x.run_id = r.id AND x.key = ? AND x.value = ?)"
-                .to_string(),
-        );
-        values.extend([Value::from(key.clone()), Value::from(value.clone())]);
-    }
-    let (start, id) = order;
-    if let Some(since) = filter.since {
-        conditions.push(format!("{start} >= ?"));
-        values.push(Value::from(millis(since)));
-    }
-    if let Some(until) = filter.until {
-        conditions.push(format!("{start} <= ?"));
-        values.push(Value::from(millis(until)));
-    }
-    match &filter.status {
-        Some(StatusFilter::Is(status)) => {
-            conditions.push("r.status = ?".to_string());
-            values.push(Value::from(status.as_str().to_string()));
-        }
-        Some(StatusFilter::Failed) => conditions.push(FAILED.to_string()),
-        None => {}
-    }
-    if let Some(text) = &filter.command_contains {
-        conditions.push("instr(r.command, ?) > 0".to_string());
-        values.push(Value::from(text.clone()));
-    }
-    let limit = match filter.limit {
-        0 => DEFAULT_HISTORY_LIMIT,
-        n => n,
-    };
-    values.push(Value::from(int(limit)));
-    let conditions = if conditions.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", conditions.join(" AND "))
-    };
-    let sql = format!(
-        "SELECT {RUN_COLUMNS} FROM {from} {conditions} ORDER BY {start} DESC, {id} DESC LIMIT ?"
-    );
-    (sql, values)
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use std::collections::BTreeMap;
@@ -827,9 +481,10 @@ pub(crate) mod tests {
     use chrono::TimeZone;
     use rusqlite_migration::{M, Migrations};
 
+    use super::open::{MIGRATIONS, schema_version};
     use super::tokens::{tokens_by_command_sql, tokens_by_day_sql};
     use super::*;
-    use crate::protocol::{RunRecord, RunStatus, TokenStats, TokenTotals};
+    use crate::protocol::{RunRecord, RunStatus, StatusFilter, TokenStats, TokenTotals};
 
     /// A run id, distinct for each `n`.
     pub(crate) fn id(n: u32) -> RunId {

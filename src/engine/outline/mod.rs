@@ -23,17 +23,21 @@
 //! kept texts reuse the buffers of dropped ones, so a steady stream allocates nothing.
 
 mod newlines;
+mod run;
 mod similar;
 mod store;
 mod tail;
+mod view;
 
 use std::collections::VecDeque;
 
 use newlines::Newlines;
 use similar::cut;
 pub(crate) use similar::similar;
-use store::{Closed, Gap, LineRef, Pending, Piece, Run, Text};
-use tail::{Tail, keep, line_segment, may_join, recycle, split_latest};
+use store::{Closed, Gap, Pending, Piece, Run, Text};
+use tail::{Tail, keep, may_join, split_latest};
+pub use view::OutlineView;
+use view::single;
 
 /// Byte-identical lines fold from this many on.
 pub const REPEAT_MIN: u64 = 3;
@@ -182,85 +186,6 @@ pub struct Outline {
     ended: u64,
     /// Texts of dropped segments, for reuse.
     spare: Vec<LineText>,
-}
-
-/// A copy of an outline's segments, for a preview: the head store's, then (after the gap, if
-/// anything was dropped) the tail store's and the run in progress.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OutlineView {
-    pub head: Vec<Segment>,
-    pub gap: Gap,
-    pub tail: Vec<Segment>,
-}
-
-impl OutlineView {
-    /// All segments when nothing was dropped, in order.
-    pub fn is_complete(&self) -> bool {
-        self.gap.lines == 0
-    }
-
-    /// The view with `line` (a line still being written, without its newline) at its end,
-    /// unless the view's own last line is still open, in which case it continues it.
-    pub fn with_pending(mut self, line: &str, cap: usize, candidate: bool) -> OutlineView {
-        if line.is_empty() {
-            return self;
-        }
-        let last = self.tail.last().or(self.head.last());
-        let (first, bytes) = match last {
-            Some(s) if !s.ended => {
-                // Rare: a capture that ended mid-line; the pending text continues it.
-                let s = s.clone();
-                let mut text = s.head.text.clone();
-                text.push_str(line);
-                let seg = single(s.first, &text, s.head.len + line.len() as u64, false, cap);
-                *self.last_mut() = Segment {
-                    candidates: u64::from(candidate),
-                    ..seg
-                };
-                return self;
-            }
-            Some(s) => (s.last_line() + 1, line.len() as u64),
-            None => (1, line.len() as u64),
-        };
-        let seg = Segment {
-            candidates: u64::from(candidate),
-            ..single(first, line, bytes, false, cap)
-        };
-        if self.is_complete() && self.tail.is_empty() {
-            self.head.push(seg);
-        } else {
-            self.tail.push(seg);
-        }
-        self
-    }
-
-    fn last_mut(&mut self) -> &mut Segment {
-        match self.tail.last_mut() {
-            Some(s) => s,
-            None => self.head.last_mut().expect("a last segment"),
-        }
-    }
-
-    /// Every segment in order (the gap, if any, lies between `head` and `tail`).
-    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
-        self.head.iter().chain(self.tail.iter())
-    }
-}
-
-fn single(first: u64, line: &str, len: u64, ended: bool, cap: usize) -> Segment {
-    Segment {
-        first,
-        lines: 1,
-        bytes: len + u64::from(ended),
-        candidates: 0,
-        fold: Fold::Line,
-        head: LineText {
-            text: cut(line, cap).to_string(),
-            len,
-        },
-        last: LineText::default(),
-        ended,
-    }
 }
 
 impl Outline {
@@ -423,114 +348,6 @@ impl Outline {
         self.start_run(line, candidate);
     }
 
-    /// How the run goes on if `line` joins it, or `None` if it ends the run.
-    fn joins(&self, line: LineRef<'_>, piece: &str) -> Option<Fold> {
-        let run = &self.run;
-        let head = run.head.get(piece, self.cap);
-        // A run of one line keeps it as its head only (its `last` is set once it grows).
-        let last = if run.lines == 1 {
-            head
-        } else {
-            run.last.get(piece, self.cap)
-        };
-        let identical = last.is_whole() && line.len == last.len && line.text == last.text;
-        match run.fold {
-            None | Some(Fold::Repeat) if identical => Some(Fold::Repeat),
-            None | Some(Fold::Similar)
-                if head.is_whole() && line.is_whole() && similar(head.text, line.text) =>
-            {
-                Some(Fold::Similar)
-            }
-            _ => None,
-        }
-    }
-
-    /// Starts the next run with `line` (the last one is closed).
-    fn start_run(&mut self, line: Text, candidate: bool) {
-        let run = &mut self.run;
-        run.fold = None;
-        run.first = self.ended;
-        run.lines = 1;
-        run.bytes = line.len() + 1;
-        run.candidates = u64::from(candidate);
-        run.head = line;
-        run.head_candidate = candidate;
-    }
-
-    fn extend_run(&mut self, fold: Fold, line: Text, candidate: bool) {
-        let run = &mut self.run;
-        run.fold = Some(fold);
-        run.lines += 1;
-        run.bytes += line.len() + 1;
-        run.candidates += u64::from(candidate);
-        if run.is_folded() {
-            for (text, _) in run.members.drain(..) {
-                recycle(&mut self.spare, text);
-            }
-        } else {
-            run.members.push((line.clone(), candidate));
-        }
-        let old = std::mem::replace(&mut run.last, line);
-        recycle(&mut self.spare, old);
-    }
-
-    /// The run as segments (copies): one fold, or its lines one by one while it is too short.
-    fn run_segments(&self, mut emit: impl FnMut(Segment)) {
-        let run = &self.run;
-        if run.lines == 0 {
-            return;
-        }
-        if run.is_folded() {
-            let fold = run.fold.unwrap_or(Fold::Line);
-            emit(Segment {
-                first: run.first,
-                lines: run.lines,
-                bytes: run.bytes,
-                candidates: run.candidates,
-                fold,
-                head: run.head.kept().clone(),
-                last: if fold == Fold::Similar {
-                    run.last.kept().clone()
-                } else {
-                    LineText::default()
-                },
-                ended: true,
-            });
-            return;
-        }
-        emit(line_segment(
-            run.first,
-            run.head.kept().clone(),
-            run.head_candidate,
-        ));
-        for (i, (text, candidate)) in run.members.iter().enumerate() {
-            emit(line_segment(
-                run.first + 1 + i as u64,
-                text.kept().clone(),
-                *candidate,
-            ));
-        }
-    }
-
-    /// Stores the run as segments, moving its texts.
-    fn close_run(&mut self, piece: Piece<'_>) {
-        if self.run.is_folded() {
-            let folded = self.run.close_folded();
-            self.store(folded, piece);
-        } else {
-            let (first, head) = (self.run.first, std::mem::take(&mut self.run.head));
-            self.store_line(first, head, self.run.head_candidate, piece);
-            let mut members = std::mem::take(&mut self.run.members);
-            for (i, (text, candidate)) in members.drain(..).enumerate() {
-                self.store_line(first + 1 + i as u64, text, candidate, piece);
-            }
-            // Keep the buffer for the next run.
-            self.run.members = members;
-        }
-        let last = std::mem::take(&mut self.run.last);
-        recycle(&mut self.spare, last);
-    }
-
     /// Stores a segment of one line: once the head store is full, a line of the piece joins
     /// the lines closed just before it.
     fn store_line(&mut self, first: u64, text: Text, candidate: bool, piece: Piece<'_>) {
@@ -637,7 +454,7 @@ impl Outline {
 
 #[cfg(test)]
 mod tests {
-    use super::tail::latest_lines;
+    use super::tail::{latest_lines, line_segment};
     use super::*;
     use proptest::prelude::*;
 

@@ -1,0 +1,154 @@
+//! The spill's writer thread: batches written to the file (as far as the disk's floor
+//! admits), handed to the [`TextReader`] that scans them there, and the progress the writer
+//! reports back.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::storage::space;
+
+/// What reads a spill's text on the writer thread as it is written (the engine's scanner, which
+/// looks for highlights and folds the output): work over every byte of the output happens
+/// there, off the capture's path, and storage needs to know nothing of what that work is.
+pub trait TextReader: Send + Sync + std::fmt::Debug {
+    /// Work on `text` that needs nothing but the text, done on the sender's thread before the
+    /// batch goes to the writer: the writer thread, which also copies every byte into the page
+    /// cache, has less time to spare than the capture's, and this keeps the two about even.
+    fn prepare(&self, text: &str) -> Option<Prepared>;
+    /// The next piece of the output, holding `newlines` newlines, with what [`prepare`] made
+    /// of it.
+    ///
+    /// [`prepare`]: TextReader::prepare
+    fn read(&self, text: &str, newlines: u64, prepared: Option<Prepared>);
+}
+
+/// What a [`TextReader`] prepared of a batch, carried to the writer thread unopened.
+pub type Prepared = Box<dyn std::any::Any + Send>;
+
+/// A spill writer's watch on the free space of the disk it shares with the run index: the
+/// file stops growing (as if the disk were full) where less than [`space::LOW_SPACE`] would be
+/// left, keeping what fits above that. `statvfs` is asked again once as many bytes have been
+/// written as half the room there was, and at least every [`Floor::CHECK_EVERY`] bytes, so a
+/// disk with room costs a call per 4 MiB and a nearly full one a call per batch.
+#[derive(Debug)]
+pub(super) struct Floor {
+    /// Bytes to write before the next look.
+    until_check: u64,
+}
+
+impl Floor {
+    const CHECK_EVERY: u64 = 4 << 20;
+
+    pub(super) fn new() -> Floor {
+        Floor { until_check: 0 }
+    }
+
+    /// Whether `len` more bytes may go to `file`; if not, how many may (the room left above
+    /// the floor) and why no more.
+    fn admit(&mut self, file: &File, len: usize) -> Result<(), (u64, String)> {
+        let len = len as u64;
+        if len < self.until_check {
+            self.until_check -= len;
+            return Ok(());
+        }
+        // Unknown (an error asking) counts as room: the write itself will tell.
+        let Ok(free) = space::free_bytes_of(file) else {
+            return Ok(());
+        };
+        let room = free.saturating_sub(space::LOW_SPACE);
+        if room < len {
+            return Err((room, space::spill_floor_reached(free)));
+        }
+        self.until_check = ((room - len) / 2).min(Self::CHECK_EVERY);
+        Ok(())
+    }
+}
+
+/// Writes `text` to `file`, or as much of it as `floor` admits (cut at a character, so that
+/// what was saved reads back whole) and then says why no more.
+fn write_admitted(file: &mut File, floor: Option<&mut Floor>, text: &str) -> Result<(), String> {
+    let failed = |e: io::Error| space::spill_write_failed(&e);
+    match floor.map_or(Ok(()), |floor| floor.admit(file, text.len())) {
+        Ok(()) => file.write_all(text.as_bytes()).map_err(failed),
+        Err((room, why)) => {
+            let mut keep = usize::try_from(room).unwrap_or(usize::MAX).min(text.len());
+            while !text.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            file.write_all(&text.as_bytes()[..keep]).map_err(failed)?;
+            Err(why)
+        }
+    }
+}
+
+/// Text on its way to the file (unless `scan_only`), and who scans it there. Text, not bytes:
+/// the scanner needs `str`, and checking the UTF-8 again would cost as much as the scan.
+pub(super) struct Batch {
+    pub(super) text: String,
+    /// Newlines in `text`, counted by the capture already: the scanner needs the count.
+    pub(super) newlines: u64,
+    /// What the reader prepared of `text` on the sender's thread ([`TextReader::prepare`]).
+    pub(super) prepared: Option<Prepared>,
+    pub(super) scan_only: bool,
+    pub(super) scanner: Option<Arc<dyn TextReader>>,
+}
+
+/// What the writer thread has done.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Progress {
+    /// Bytes the writer has dealt with: written, only scanned (past the cap), or dropped
+    /// after a failure.
+    pub(super) handled: u64,
+    /// Bytes really in the file.
+    pub(super) written: u64,
+    pub(super) error: Option<String>,
+}
+
+/// The writer thread: writes batches until the queue closes, stops writing at the first error
+/// or at the disk's floor (but keeps draining, and scanning, so the sender never blocks and no
+/// highlight is lost), and reports progress after each batch, once it is scanned.
+pub(super) fn write_batches(
+    file: File,
+    mut floor: Option<Floor>,
+    batches: &Receiver<Batch>,
+    give_back: &mpsc::Sender<String>,
+    shared: &(Mutex<Progress>, Condvar),
+) {
+    let mut file = Some(file);
+    for batch in batches {
+        let Batch {
+            mut text,
+            newlines,
+            prepared,
+            scan_only,
+            scanner,
+        } = batch;
+        let result = match file.as_mut() {
+            Some(f) if !scan_only => Some(write_admitted(f, floor.as_mut(), &text)),
+            _ => None,
+        };
+        if let Some(scanner) = scanner {
+            scanner.read(&text, newlines, prepared);
+        }
+        let (lock, wake) = shared;
+        let mut progress = crate::sync::lock(lock);
+        progress.handled += text.len() as u64;
+        match result {
+            Some(Ok(())) => progress.written += text.len() as u64,
+            Some(Err(e)) => {
+                // Part of the batch may have landed: report what is really on disk.
+                if let Some(len) = file.take().and_then(|f| f.metadata().ok()).map(|m| m.len()) {
+                    progress.written = len;
+                }
+                progress.error = Some(e);
+            }
+            None => {}
+        }
+        drop(progress);
+        wake.notify_all();
+        text.clear();
+        let _ = give_back.send(text);
+    }
+}
