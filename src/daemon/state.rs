@@ -134,7 +134,7 @@ impl Daemon {
         records: Index,
         settings: Settings,
     ) -> std::io::Result<Self> {
-        // Every run's end counts tokens: the tokenizer's ~120 ms build is better paid now.
+        // Every run's end counts tokens: the split pattern's compilation is better paid now.
         tokens::warm_up();
         let cgroups = settings.containment.tree(data_dir.root()).map(Arc::new);
         sweep_interrupted(settings.interrupted, cgroups.clone(), settings.kill_grace);

@@ -14,6 +14,7 @@ pub mod capture;
 pub mod driver;
 pub mod highlight;
 pub mod normalise;
+mod o200k;
 pub(crate) mod outline;
 pub mod preview;
 pub mod redact;

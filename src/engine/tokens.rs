@@ -1,5 +1,6 @@
 //! Counting model tokens with a real BPE tokenizer (OpenAI's o200k vocabulary, which
-//! `tiktoken-rs` carries inside the crate, so nothing is fetched at run time), for previews
+//! `tiktoken-rs` carries inside the crate and `build.rs` lays out as static tables, so nothing
+//! is fetched or built at run time), for previews
 //! budgeted in tokens rather than bytes: bytes/4 is wrong by 2x on code and logs.
 //!
 //! It also measures what each run's output would have cost a model that read all of it, for
@@ -9,9 +10,10 @@
 
 use std::sync::OnceLock;
 
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use tiktoken_rs::Rank;
+
+use crate::engine::o200k;
 
 /// Largest text counted exactly; anything longer is estimated from a sample of it.
 ///
@@ -70,85 +72,40 @@ struct Part {
 /// times 32 runs ending at once would dominate the daemon's memory.
 const DFA_CACHE_BYTES: usize = 256 * 1024;
 
-/// Ranks looked up past the last one found before the vocabulary is taken to have ended
-/// (o200k's ranks have a gap of 19 before its last special token).
-const RANK_GAP: Rank = 1000;
-
-/// What counting needs of o200k: its tokens' ranks and the pattern that splits text into the
-/// pieces BPE merges, as `tiktoken-rs` encodes with them, held once.
+/// What counting needs of o200k besides its vocabulary (static tables, [`crate::engine::o200k`]):
+/// the pattern that splits text into the pieces BPE merges, as `tiktoken-rs` encodes with it,
+/// compiled once per process.
 ///
-/// `tiktoken-rs`'s own `CoreBPE` holds 44 MiB: a decoder, a sorted copy of the vocabulary
-/// and 128 clones of each pattern besides the ranks, which counting never uses, and the
-/// daemon would keep all of it for good (its peak with 32 runs in flight went from 46 to 70
-/// MiB, past its 64 MiB target). This keeps the ranks only (14 MiB, their bytes in one
-/// block), read out of a `CoreBPE` built for the purpose, which is then dropped and its memory
-/// handed back. Counting is `CoreBPE::encode_ordinary`'s loop with `tiktoken`'s two merges
-/// (which `tiktoken-rs` does not export for other maps), so the counts are the same: tests
-/// check them against `encode_ordinary` on code, prose, Unicode and long pieces.
+/// Counting is `CoreBPE::encode_ordinary`'s loop with `tiktoken`'s two merges (which
+/// `tiktoken-rs` does not export for other maps), so the counts are the same: tests check them
+/// against `encode_ordinary` on code, prose, Unicode and long pieces. `tiktoken-rs`'s own
+/// `CoreBPE` held 44 MiB (a decoder, a sorted copy of the vocabulary and 128 clones of each
+/// pattern besides the ranks), and even the ranks alone, read out of it into a map, held 9 MiB
+/// of the daemon's heap for good after a 59 MiB peak while it was built.
 struct Counter {
-    /// Each token's bytes (in one block, allocated once for the process) and its rank.
-    ranks: FxHashMap<&'static [u8], Rank>,
     pattern: fancy_regex::Regex,
 }
 
 impl Counter {
-    /// Built once per process on first use (0.2-0.5 s: the `CoreBPE` first).
+    /// Built once per process on first use (the pattern's compilation).
     fn get() -> Option<&'static Counter> {
         static COUNTER: OnceLock<Option<Counter>> = OnceLock::new();
         COUNTER.get_or_init(Counter::build).as_ref()
     }
 
     fn build() -> Option<Counter> {
-        let bpe = tiktoken_rs::o200k_base().ok()?;
-        let special = bpe.special_tokens();
-        // While the `CoreBPE` lives, as little as can be beside it: the daemon's peak is made
-        // here (44 MiB of `CoreBPE`, 4 MiB of this).
-        let mut block = Vec::with_capacity(1 << 21);
-        let mut tokens: Vec<(u32, u8, Rank)> = Vec::with_capacity(210_000);
-        let mut last_found = 0;
-        for rank in 0.. {
-            let Ok(bytes) = bpe.decode_bytes(&[rank]) else {
-                if rank - last_found > RANK_GAP {
-                    break;
-                }
-                continue;
-            };
-            last_found = rank;
-            // Special tokens (`<|endoftext|>`) are not made from text by `encode_ordinary`.
-            if std::str::from_utf8(&bytes).is_ok_and(|text| special.contains(text)) {
-                continue;
-            }
-            let (Ok(start), Ok(len)) = (u32::try_from(block.len()), u8::try_from(bytes.len()))
-            else {
-                return None; // not o200k's vocabulary
-            };
-            tokens.push((start, len, rank));
-            block.extend_from_slice(&bytes);
-        }
-        drop(special);
-        drop(bpe);
-        // One allocation instead of one per token: the keys cost 2 MiB rather than 8.
-        let block: &'static [u8] = Box::leak(block.into_boxed_slice());
-        let mut ranks = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
-        for (start, len, rank) in tokens {
-            let start = start as usize;
-            ranks.insert(&block[start..start + usize::from(len)], rank);
-        }
-        crate::allocator::release_free_memory();
         let pattern = fancy_regex::RegexBuilder::new(tiktoken_rs::O200K_BASE_PAT_STR)
             .delegate_dfa_size_limit(DFA_CACHE_BYTES)
             .build()
             .ok()?;
-        Some(Counter { ranks, pattern })
+        Some(Counter { pattern })
     }
 
     /// The tokens BPE merges a short `piece` (2 to 99 bytes) into: `tiktoken`'s
     /// `_byte_pair_merge` (MIT-licensed, copyright OpenAI), counting the tokens. Quadratic, and
     /// faster than the heap on short pieces.
     fn merged_tokens_short(&self, piece: &[u8]) -> usize {
-        let rank = |range: std::ops::Range<usize>| {
-            self.ranks.get(&piece[range]).copied().unwrap_or(Rank::MAX)
-        };
+        let rank = |range: std::ops::Range<usize>| o200k::rank(&piece[range]).unwrap_or(Rank::MAX);
         // (where a token starts, the rank of its merge with the next one)
         let mut parts: Vec<(usize, Rank)> = (0..piece.len() - 1)
             .map(|i| (i, rank(i..i + 2)))
@@ -186,7 +143,7 @@ impl Counter {
     /// copyright OpenAI), counting the tokens rather than listing them. A heap of merges,
     /// O(m log n): the simple merge is quadratic, and one piece can be a megabyte of letters.
     fn merged_tokens(&self, piece: &[u8]) -> usize {
-        let rank = |range: std::ops::Range<usize>| self.ranks.get(&piece[range]).copied();
+        let rank = |range: std::ops::Range<usize>| o200k::rank(&piece[range]);
         let mut parts: Vec<Part> = (0..piece.len())
             .map(|i| Part {
                 prev: i.wrapping_sub(1),
@@ -254,7 +211,7 @@ impl Counter {
             };
             let bytes = piece.as_str().as_bytes();
             tokens += match bytes.len() {
-                _ if self.ranks.contains_key(bytes) => 1,
+                _ if o200k::rank(bytes).is_some() => 1,
                 // Every single byte is a token of o200k.
                 0 | 1 => 1,
                 // As `byte_pair_encode`: short pieces the simple way, long ones with a heap.
@@ -267,9 +224,9 @@ impl Counter {
     }
 }
 
-/// Builds the tokenizer on a thread of its own and returns at once, so that the first count
-/// need not wait for it: the daemon calls it at start, so that its first run's end is not
-/// delayed. Without a thread, the first count builds it.
+/// Compiles the tokenizer's split pattern on a thread of its own and returns at once, so that
+/// the first count need not wait for it: the daemon calls it at start, so that its first run's
+/// end is not delayed. Without a thread, the first count compiles it.
 pub fn warm_up() {
     let _ = std::thread::Builder::new()
         .name("spillway-tokenizer".into())

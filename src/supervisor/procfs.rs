@@ -51,6 +51,35 @@ pub fn comm_of(text: &str) -> Option<&str> {
     Some(&text[text.find('(')? + 1..text.rfind(')')?])
 }
 
+/// This process's children now, from each thread's `/proc/PID/task/TID/children` (an orphan
+/// the daemon adopts becomes the child of one of its threads): a few small reads where
+/// [`all_processes`] reads every process's stat. `None` when the kernel does not list
+/// children (`CONFIG_PROC_CHILDREN`), so the caller looks at every process instead. A thread
+/// that ends while it is read hands its children to another, maybe one already read: the
+/// next look finds them.
+pub fn own_children() -> Option<Vec<u32>> {
+    let tasks = fs::read_dir(format!("/proc/{}/task", std::process::id())).ok()?;
+    let mut children = Vec::new();
+    let mut listed = false;
+    for task in tasks.flatten() {
+        match fs::read_to_string(task.path().join("children")) {
+            Ok(text) => {
+                listed = true;
+                children.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+            // The thread has ended since the directory was read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && task.path().exists() => {
+                return None;
+            }
+            Err(_) => {}
+        }
+    }
+    listed.then_some(children)
+}
+
 /// Every process now.
 pub fn all_processes() -> Vec<Stat> {
     let Ok(entries) = fs::read_dir("/proc") else {
@@ -91,6 +120,44 @@ pub fn cut(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child started from another thread is listed too (it is that thread's child), and one
+    /// reaped is not; where the kernel lists no children the answer is `None`, never a list
+    /// that misses them.
+    #[test]
+    fn own_children_are_every_threads_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut other = std::thread::spawn(|| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap()
+        })
+        .join()
+        .unwrap();
+        let (a, b) = (child.id(), other.id());
+        if let Some(children) = own_children() {
+            assert!(
+                children.contains(&a) && children.contains(&b),
+                "{children:?}"
+            );
+        } else {
+            eprintln!("SKIPPED: this kernel does not list children in /proc");
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        other.kill().unwrap();
+        other.wait().unwrap();
+        if let Some(children) = own_children() {
+            assert!(
+                !children.contains(&a) && !children.contains(&b),
+                "{children:?}"
+            );
+        }
+    }
 
     #[test]
     fn stat_lines_are_read_after_the_last_parenthesis() {

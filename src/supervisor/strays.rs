@@ -24,7 +24,7 @@ use nix::sys::signal::Signal;
 
 use super::cgroup::procs_of;
 use super::members::{Member, describe, marker, signal_exact};
-use super::procfs::{Stat, all_processes, command_line};
+use super::procfs::{Stat, all_processes, command_line, own_children, stat};
 use super::reaper;
 use crate::sync::lock;
 
@@ -105,9 +105,30 @@ fn alive(m: &Member) -> bool {
 
 /// The children of this process that are no run's command and belong to no live run, and
 /// their descendants.
+///
+/// Every run's end sweeps, just before its exit is told, so most sweeps find nothing: the
+/// daemon's own children are looked at first, and every process in `/proc` (five system calls
+/// each) only when one of them is a stray, for its descendants. A short run's end was
+/// otherwise a scan of the whole machine's processes.
 fn find() -> Vec<Member> {
-    let me = std::process::id();
+    if let Some(children) = own_children() {
+        let children: Vec<Stat> = children.into_iter().filter_map(stat).collect();
+        if strays_among(&children).is_empty() {
+            return Vec::new();
+        }
+    }
     let all = all_processes();
+    let roots = strays_among(&all);
+    if roots.is_empty() {
+        return Vec::new();
+    }
+    descendants_of(roots, &all)
+}
+
+/// The pids of the processes in `processes` that are children of this process, no run's
+/// command, and belong to no live run.
+fn strays_among(processes: &[Stat]) -> Vec<u32> {
+    let me = std::process::id();
     let live = lock(&LIVE);
     let in_cgroups: HashSet<u32> = live
         .values()
@@ -125,14 +146,17 @@ fn find() -> Vec<Member> {
             })
             || marker(p.pid).is_some_and(|id| live.contains_key(&id))
     };
-    let roots: Vec<u32> = all
+    processes
         .iter()
         .filter(|p| p.ppid == me && !p.zombie && !reaper::is_leader(p.pid) && !belongs(p))
         .map(|p| p.pid)
-        .collect();
-    drop(live);
+        .collect()
+}
+
+/// `roots` and their descendants among `all`, named.
+fn descendants_of(roots: Vec<u32>, all: &[Stat]) -> Vec<Member> {
     let mut children: HashMap<u32, Vec<&Stat>> = HashMap::new();
-    for p in &all {
+    for p in all {
         children.entry(p.ppid).or_default().push(p);
     }
     let by_pid: HashMap<u32, &Stat> = all.iter().map(|p| (p.pid, p)).collect();

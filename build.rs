@@ -1,0 +1,57 @@
+//! Lays out o200k's vocabulary as static tables (`src/engine/o200k/`), so that no spillway
+//! process builds it at run time: `tiktoken-rs`'s `CoreBPE` (tens of MiB, the only way to the
+//! vocabulary's bytes) is built here, once per compile, and its tokens written to `OUT_DIR`.
+
+#[path = "src/engine/o200k/layout.rs"]
+mod layout;
+
+use std::path::Path;
+
+use layout::{RANK_BITS, TABLE_SLOTS, first_slot, hash, tag};
+
+/// Ranks looked up past the last one found before the vocabulary is taken to have ended
+/// (o200k's ranks have a gap of 19 before its last special token).
+const RANK_GAP: u32 = 1000;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=src/engine/o200k/layout.rs");
+    let bpe = tiktoken_rs::o200k_base()?;
+    let special = bpe.special_tokens();
+    let (mut bytes, mut ends, mut table) = (Vec::new(), Vec::new(), vec![0u32; TABLE_SLOTS]);
+    let (mut rank, mut last_found) = (0u32, 0u32);
+    while rank - last_found <= RANK_GAP {
+        if let Ok(token) = bpe.decode_bytes(&[rank]) {
+            last_found = rank;
+            // Special tokens (`<|endoftext|>`) are not made from text by `encode_ordinary`.
+            if !std::str::from_utf8(&token).is_ok_and(|text| special.contains(text)) {
+                bytes.extend_from_slice(&token);
+                insert(&mut table, &token, rank)?;
+            }
+        }
+        ends.extend_from_slice(&u32::try_from(bytes.len())?.to_le_bytes());
+        rank += 1;
+    }
+    ends.truncate((last_found as usize + 1) * 4);
+    let out = std::env::var("OUT_DIR")?;
+    let out = Path::new(&out);
+    std::fs::write(out.join("o200k_bytes.bin"), &bytes)?;
+    std::fs::write(out.join("o200k_ends.bin"), &ends)?;
+    let table: Vec<u8> = table.iter().flat_map(|slot| slot.to_le_bytes()).collect();
+    std::fs::write(out.join("o200k_table.bin"), table)?;
+    Ok(())
+}
+
+/// Puts `rank` in the first free slot from its token's own.
+fn insert(table: &mut [u32], token: &[u8], rank: u32) -> Result<(), String> {
+    if rank + 1 >= 1 << RANK_BITS {
+        return Err(format!("rank {rank} does not fit in {RANK_BITS} bits"));
+    }
+    let h = hash(token);
+    let mut i = first_slot(h);
+    while table[i] != 0 {
+        i = (i + 1) % TABLE_SLOTS;
+    }
+    table[i] = (tag(h) << RANK_BITS) | (rank + 1);
+    Ok(())
+}
