@@ -283,6 +283,90 @@ fn follow_prints_live_then_the_status_and_passes_on_the_code() {
 }
 
 #[test]
+fn a_raw_follower_gets_the_text_so_far_then_the_bytes_as_written_once() {
+    let daemon = TestDaemon::start();
+    let mut runner = daemon.client();
+    // Colours and a redrawn bar after the follower joined: only the raw stream keeps them.
+    let script = "echo one; echo two; read go; printf '\\033[31mred\\033[0m\\n'; \
+                  printf '10%%\\r90%%\\r'; echo done";
+    let started = start(&mut runner, &shell(script));
+    let (id, spill) = (id_of(&started), started["spill_path"].clone());
+    wait_until_preview(&daemon, &id, |e| e["total_lines"] == 2);
+    let mut follower = daemon.client();
+    follower.send(&json!({"v": 1, "op": "follow", "id": id, "raw": true}));
+    let first = follower.event().expect("the text so far");
+    assert_eq!(first["type"], "output", "{first}");
+    assert_eq!(first["text"], "one\ntwo\n", "{first}");
+    let sent = daemon
+        .client()
+        .ask(&json!({"v": 1, "op": "send", "id": id, "text": "go\n"}));
+    assert_eq!(sent["type"], "sent", "{sent}");
+    let mut raw = String::new();
+    let exit = loop {
+        let event = follower.event().expect("an event");
+        match event["type"].as_str().unwrap() {
+            "raw" => raw.push_str(event["data"].as_str().unwrap()),
+            "exit" => break event,
+            other => panic!("unexpected {other}: {event}"),
+        }
+    };
+    assert_eq!(exit["status"], "exited", "{exit}");
+    assert!(raw.contains("\u{1b}[31mred\u{1b}[0m"), "{raw:?}");
+    assert!(raw.contains("10%\r90%\r"), "{raw:?}");
+    assert!(raw.ends_with("done\r\n"), "{raw:?}");
+    assert!(!raw.contains("two"), "the text so far came once: {raw:?}");
+    assert_eq!(runner.event().unwrap()["type"], "exit");
+
+    // A finished run has no bytes as written left: its text, as without `raw`.
+    let out = daemon
+        .spillway()
+        .args(["follow", "--raw", &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let spill = std::fs::read_to_string(spill.as_str().unwrap()).unwrap();
+    assert!(spill.starts_with("one\ntwo\ngo\n"), "{spill:?}");
+    assert_eq!(stdout(&out), spill);
+}
+
+#[test]
+fn a_text_stream_stops_at_its_byte_limit_and_the_exit_still_comes() {
+    let daemon = TestDaemon::start();
+    let mut client = daemon.client();
+    let mut request = shell("seq 1 200000");
+    request["stream"] = json!("text");
+    request["stream_max_bytes"] = json!(1000);
+    start(&mut client, &request);
+    let mut streamed = String::new();
+    let exit = loop {
+        let event = client.event().expect("an event");
+        match event["type"].as_str().unwrap() {
+            "output" => streamed.push_str(event["text"].as_str().unwrap()),
+            "exit" => break event,
+            other => panic!("unexpected {other}: {event}"),
+        }
+    };
+    assert_eq!(exit["total_lines"], 200000, "{}", exit["status"]);
+    assert!(streamed.len() >= 1000, "{}", streamed.len());
+    assert!(streamed.len() < 1000 + 64 * 1024, "{}", streamed.len());
+    let expected: String = (1..=200000).map(|n| format!("{n}\n")).collect();
+    assert!(
+        expected.starts_with(&streamed),
+        "the head of the output, in order"
+    );
+
+    // Only with a text stream.
+    let mut request = shell("true");
+    request["stream_max_bytes"] = json!(10);
+    let answer = daemon.client().ask(&request);
+    assert_eq!(answer["code"], "bad_request", "{answer}");
+    assert_eq!(
+        daemon.client().ask(&json!({"v": 1, "op": "ping"}))["type"],
+        "pong"
+    );
+}
+
+#[test]
 fn run_follow_streams_the_text_then_a_summary() {
     let daemon = TestDaemon::start();
     let out = daemon.run(&["--follow", "-c", "echo a; sleep 0.2; echo b; exit 2"]);

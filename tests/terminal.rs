@@ -283,3 +283,31 @@ fn sigterm_to_the_client_stops_the_run_as_ctrl_c_does() {
     assert!(running(&daemon).is_empty(), "ps still lists the run");
     assert_eq!(processes_in_group(pgid), Vec::<u32>::new(), "left running");
 }
+
+#[test]
+fn follow_at_a_terminal_shows_the_colours_from_a_second_terminal() {
+    let daemon = TestDaemon::start();
+    let go = daemon.sandbox.dir.path().join("go");
+    let script = format!(
+        "echo one; while [ ! -e {} ]; do sleep 0.05; done; printf '\\033[31mred\\033[0m\\n'",
+        go.display()
+    );
+    let mut cmd = daemon.spillway();
+    cmd.args(["run", "--yield", "0s", "--", "sh", "-c", &script]);
+    let started = cmd.output().unwrap();
+    assert!(
+        stderr(&started).contains("still running"),
+        "{}",
+        stderr(&started)
+    );
+    the_run_pid(&daemon);
+    let id = running(&daemon)[0]["id"].as_str().unwrap().to_string();
+    let mut follow = daemon.spillway();
+    follow.args(["follow", &id]);
+    let mut terminal = Terminal::spawn(follow, 100, 30);
+    terminal.wait_for_text("one");
+    std::fs::write(&go, "").unwrap();
+    assert!(terminal.wait().success(), "{}", terminal.text());
+    let text = terminal.wait_for_text("exited with code 0");
+    assert!(text.contains("\u{1b}[31mred\u{1b}[0m"), "{text:?}");
+}

@@ -68,6 +68,8 @@ fn through_daemon(
         request.max_lines = Some(lines);
         request.max_bytes = Some(bytes);
         request.stream = Some(StreamMode::Text);
+        // Enough for the head to see the first line it has no room for; no more.
+        request.stream_max_bytes = Some(live.max_bytes() + 1);
         head = Some(live);
     }
     let mut connection = Connection::open(endpoint)?;

@@ -17,7 +17,7 @@ use crate::client::exit::{exit_code, print_exit};
 use crate::client::interrupt::RunEvents;
 use crate::client::live_stream::stream;
 use crate::client::ops::print_json;
-use crate::client::words::cli::{end_line, running_line};
+use crate::client::words::cli::{end_line, fell_behind, running_line};
 use crate::client::words::tables::ps_table;
 use crate::protocol::{
     Event, FollowRequest, KillRequest, KillSignal, PsRequest, Request, RunId, RunningEvent,
@@ -156,6 +156,10 @@ pub struct FollowArgs {
     /// Start at this line (1-based) instead of the first.
     #[arg(long, value_name = "N")]
     from_line: Option<u64>,
+    /// A running command's output as it writes it (colours, progress bars) after the text so
+    /// far, even when stdout is not a terminal (at a terminal it is the default).
+    #[arg(long)]
+    raw: bool,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -291,25 +295,38 @@ pub fn kill(args: KillArgs) -> Result<ExitCode> {
 }
 
 pub fn follow(args: FollowArgs) -> Result<ExitCode> {
+    let json = args.output.json;
     let request = FollowRequest {
         no_redact: args.redact.no_redact,
         id: args.id,
         from_line: args.from_line,
+        raw: args.raw || (!json && io::stdout().is_terminal()),
     };
     let mut connection = Connection::open(&args.output.endpoint.resolve_existing()?)?;
     connection.send(&Request::Follow(request))?;
-    let json = args.output.json;
     let mut out = io::stdout().lock();
+    let mut at_line_start = true;
     loop {
         let event = connection.next_event()?;
         if json {
             out.write_all(event.to_line().as_bytes())?;
             out.flush()?;
         }
+        let text = match &event {
+            Event::Output(output) => Some(output.text.as_str()),
+            Event::Raw(raw) => Some(raw.data.as_str()),
+            _ => None,
+        };
+        if let Some(text) = text.filter(|t| !t.is_empty() && !json) {
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+            at_line_start = text.ends_with('\n');
+        }
         match event {
-            Event::Output(output) if !json => {
-                out.write_all(output.text.as_bytes())?;
-                out.flush()?;
+            Event::Lagged(lagged) if !json => {
+                let newline = if at_line_start { "" } else { "\n" };
+                eprintln!("{newline}{}", fell_behind(lagged.line));
+                at_line_start = true;
             }
             Event::Exit(exit) => {
                 if !json {

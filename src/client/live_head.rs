@@ -46,6 +46,11 @@ pub(crate) struct LiveHead {
 }
 
 impl LiveHead {
+    /// The most bytes it prints.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
     /// Takes output text (whole lines, or a piece of one), printing the lines that fit.
     pub fn take(&mut self, text: &str, out: &mut impl Write) -> io::Result<()> {
         if self.closed {

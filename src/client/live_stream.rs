@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::client::exit::exit_code;
 use crate::client::interrupt::RunEvents;
-use crate::client::words::cli::summary;
+use crate::client::words::cli::{fell_behind, summary};
 use crate::protocol::{Event, RunId};
 
 /// `run --follow`: prints the output as it comes (raw or text), with a status line on a
@@ -39,11 +39,7 @@ pub(crate) fn stream(connection: &mut RunEvents, raw: bool, json: bool) -> Resul
             Event::Lagged(lagged_at) => {
                 // From here on the text is the spill's: counted afresh, as the summary does.
                 (lagged, lines, bytes) = (true, lagged_at.line.saturating_sub(1), 0);
-                let note = format!(
-                    "[spillway: the terminal fell behind the command; from here on its \
-                     normalised text, from line {}]\n",
-                    lagged_at.line
-                );
+                let note = format!("{}\n", fell_behind(lagged_at.line));
                 let note = if at_line_start {
                     note
                 } else {

@@ -1,7 +1,7 @@
 //! A run's output streamed to a client: its normalised lines as `output` events, read from its
 //! spill file (a finished run's to the end, a running one's live as it is written), or its
-//! bytes as read as `raw` events, falling back to lines from where the client was when it falls
-//! behind.
+//! bytes as read as `raw` events (for the client that started it, or a follower from when it
+//! joined), falling back to lines from where the client was when it falls behind.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -13,6 +13,7 @@ use tokio::sync::broadcast;
 use crate::protocol::cut::shown_end;
 use crate::protocol::{Event, LaggedEvent, OutputEvent, RawEvent};
 use crate::storage::follow::{Start, Tail};
+use crate::supervisor::live::{RawChunk, TextBefore};
 
 use super::client::{ClientWriter, send};
 use super::runs::RunEntry;
@@ -33,6 +34,18 @@ async fn read_tail(mut tail: Tail, last: bool) -> io::Result<(Tail, usize, Vec<O
     tokio::task::spawn_blocking(move || {
         let n = tail.read_more()?;
         let events = tail.events(last && n == 0);
+        Ok((tail, n, events))
+    })
+    .await
+    .map_err(io::Error::other)?
+}
+
+/// Reads what the file has next up to byte `end`, off the runtime, with the events for it
+/// (the last of them may be a piece of a line, which `end` cut).
+async fn read_tail_within(mut tail: Tail, end: u64) -> io::Result<(Tail, usize, Vec<OutputEvent>)> {
+    tokio::task::spawn_blocking(move || {
+        let n = tail.read_within(end)?;
+        let events = tail.events(tail.pos() >= end);
         Ok((tail, n, events))
     })
     .await
@@ -67,6 +80,16 @@ pub(super) async fn follow_live(
     start: Start,
     write: &mut ClientWriter,
 ) -> io::Result<Arc<Event>> {
+    follow_live_upto(entry, start, u64::MAX, write).await
+}
+
+/// As [`follow_live`], but once `max_bytes` of text were sent, only waits for the run's end.
+pub(super) async fn follow_live_upto(
+    entry: &RunEntry,
+    start: Start,
+    max_bytes: u64,
+    write: &mut ClientWriter,
+) -> io::Result<Arc<Event>> {
     let Some(path) = entry.spill_path().map(Path::to_path_buf) else {
         // No spill file: there is nothing to follow, only the end to wait for.
         return Ok(entry.finished().await);
@@ -77,6 +100,7 @@ pub(super) async fn follow_live(
         Ok(tail) => tail,
         Err(_) => return Ok(entry.finished().await),
     };
+    let mut sent = 0u64;
     loop {
         // Looked at before reading: once the run has ended the file is complete, so a read
         // that then finds its end has seen everything.
@@ -84,7 +108,11 @@ pub(super) async fn follow_live(
         let (next, n, events) = read_tail(tail, ended.is_some()).await?;
         tail = next;
         for event in events {
+            sent = sent.saturating_add(event.text.len() as u64);
             send(write, &Event::Output(event)).await?;
+            if sent >= max_bytes {
+                return Ok(entry.finished().await);
+            }
         }
         if n > 0 {
             continue;
@@ -108,18 +136,84 @@ pub(super) async fn follow_live(
     }
 }
 
-/// Sends a run's raw output as it is read; a client that falls behind gets a `lagged` event
-/// and then the normalised text from the line where it was. Returns the run's last event.
+/// Sends a run's raw output as it is read, for the client that started it; a client that falls
+/// behind gets a `lagged` event and then the normalised text from the line where it was.
+/// Returns the run's last event.
 pub(super) async fn stream_raw(
     entry: &RunEntry,
     write: &mut ClientWriter,
 ) -> io::Result<Arc<Event>> {
-    let Some(mut raw) = entry.live.take_raw() else {
+    let Some(raw) = entry.live.take_raw() else {
         return follow_live(entry, Start::Line(1), write).await;
     };
+    stream_chunks(entry, raw, 0, write).await
+}
+
+/// Sends a running command's output to a follower that joined it: the text its spill holds
+/// from line `from` as `output` events (the bytes as written before it joined are gone), then
+/// the bytes as they are read as `raw` events, as [`stream_raw`] does. Returns the run's last
+/// event.
+pub(super) async fn follow_raw(
+    entry: &RunEntry,
+    from: u64,
+    write: &mut ClientWriter,
+) -> io::Result<Arc<Event>> {
+    let (raw, before) = entry.live.subscribe_raw();
+    let mut delivered = 0;
+    if let Some(path) = entry.spill_path().map(Path::to_path_buf) {
+        delivered = send_text_before(entry, path, from, before, write).await?;
+    }
+    stream_chunks(entry, raw, delivered, write).await
+}
+
+/// Sends the spill's lines from `from` up to where a raw follower joined, waiting for the
+/// writer to catch up with what it has been handed (until the run ends, should it fail);
+/// returns the bytes read up to.
+async fn send_text_before(
+    entry: &RunEntry,
+    path: PathBuf,
+    from: u64,
+    before: TextBefore,
+    write: &mut ClientWriter,
+) -> io::Result<u64> {
+    let end = match before {
+        TextBefore::Bytes(end) => end,
+        TextBefore::WhatTheSpillHas => u64::MAX,
+    };
+    let Ok(mut tail) = open_tail(path, Start::Line(from)).await else {
+        return Ok(0);
+    };
+    let done = entry.done.subscribe();
+    while tail.pos() < end {
+        let (next, n, events) = read_tail_within(tail, end).await?;
+        tail = next;
+        for event in events {
+            send(write, &Event::Output(event)).await?;
+        }
+        if n == 0 {
+            if end == u64::MAX || done.borrow().is_some() {
+                break;
+            }
+            tokio::time::sleep(FILE_LAG_POLL).await;
+        }
+    }
+    // A line the follower joined in the middle of: its start, before the raw bytes go on.
+    for event in tail.events(true) {
+        send(write, &Event::Output(event)).await?;
+    }
+    Ok(tail.pos())
+}
+
+/// Sends raw chunks from `raw` until the run ends; `delivered` is the text the client has so
+/// far (where a lagging client's normalised text resumes).
+async fn stream_chunks(
+    entry: &RunEntry,
+    mut raw: broadcast::Receiver<RawChunk>,
+    mut delivered: u64,
+    write: &mut ClientWriter,
+) -> io::Result<Arc<Event>> {
     let mut done = entry.done.subscribe();
     let mut carry = Vec::new();
-    let mut delivered = 0;
     loop {
         let chunk = tokio::select! {
             biased;

@@ -80,6 +80,11 @@ pub struct FollowRequest {
     /// the spill always keeps them. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_redact: bool,
+    /// A running command's output from now on as `raw` events, the bytes as it writes them
+    /// (colours, redrawn progress bars), after the text so far; a finished run's is text.
+    /// Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub raw: bool,
 }
 
 /// `{"op": "ps"}`.
@@ -279,6 +284,11 @@ pub struct RunRequest {
     /// Stream the output while the command runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<StreamMode>,
+    /// With `stream: "text"`, stop the `output` events once this many bytes of text were
+    /// sent (the event that reaches it is sent whole); the `exit` still comes. For a client
+    /// that shows only the output's first lines live: a big output then costs it nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_max_bytes: Option<u64>,
     /// Most bytes the run's spill file takes, at most the daemon's own cap (its default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_spill: Option<u64>,
@@ -321,6 +331,9 @@ impl RunRequest {
         self.program()?;
         if self.yield_ms == Some(0) {
             return Err("yield_ms must be at least 1".into());
+        }
+        if self.stream_max_bytes.is_some() && self.stream != Some(StreamMode::Text) {
+            return Err("stream_max_bytes goes with stream \"text\" only".into());
         }
         if self.yield_ms.is_some() && self.stream.is_some() {
             return Err("give either yield_ms or stream, not both".into());

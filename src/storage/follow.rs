@@ -129,8 +129,16 @@ impl Tail {
     /// Reads what the file has beyond `pos` (up to a buffer's worth); returns the bytes read,
     /// 0 at its current end.
     pub fn read_more(&mut self) -> io::Result<usize> {
+        self.read_within(u64::MAX)
+    }
+
+    /// As [`Tail::read_more`], but reads no byte at or past offset `end`: a follower that
+    /// switches to another source at `end` gets the text before it and nothing of what follows.
+    pub fn read_within(&mut self, end: u64) -> io::Result<usize> {
+        let room = usize::try_from(end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let want = room.min(self.buf.len());
         let n = loop {
-            match self.file.read(&mut self.buf) {
+            match self.file.read(&mut self.buf[..want]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -300,5 +308,31 @@ mod tests {
             "the line's last piece ends it"
         );
         assert!(events.iter().filter(|e| e.line == 2).count() <= 1);
+    }
+
+    proptest::proptest! {
+        /// Read up to any offset, then on to the end, a file comes out whole, each byte once:
+        /// what a raw follower sends before the raw bytes and a text follower after it join.
+        #[test]
+        fn reading_within_an_offset_then_on_loses_and_repeats_nothing(
+            text in "[a-c\n]{0,3000}",
+            cut in 0usize..3100,
+        ) {
+            let mut file = tempfile::NamedTempFile::new().unwrap();
+            file.write_all(text.as_bytes()).unwrap();
+            let end = cut.min(text.len()) as u64;
+            let mut tail = Tail::open(file.path(), Start::Line(1)).unwrap();
+            let mut before = Vec::new();
+            while tail.read_within(end).unwrap() > 0 {
+                before.extend(tail.events(false));
+            }
+            before.extend(tail.events(true));
+            proptest::prop_assert_eq!(tail.pos(), end);
+            proptest::prop_assert_eq!(joined(&before), &text[..end as usize]);
+            let mut after = Vec::new();
+            while tail.read_more().unwrap() > 0 {}
+            after.extend(tail.events(true));
+            proptest::prop_assert_eq!(joined(&after), &text[end as usize..]);
+        }
     }
 }

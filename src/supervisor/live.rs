@@ -4,9 +4,10 @@
 //! The reader thread is the only writer. Per chunk of output it feeds the normaliser and the
 //! capture (behind one mutex, uncontended but for the moment a preview is taken), updates the
 //! counters (atomics, for `ps`), publishes how many bytes of text it has committed (a
-//! [`watch`] that followers wait on) and, when someone asked for it at launch, passes the raw
-//! bytes on through a bounded [`broadcast`] channel that drops what a lagging receiver has not
-//! taken (the receiver learns how much, and falls back to the spill file).
+//! [`watch`] that followers wait on) and, once someone asked for it (at launch, or a follower
+//! that joined later), passes the raw bytes on through a bounded [`broadcast`] channel that
+//! drops what a lagging receiver has not taken (the receiver learns how much, and falls back to
+//! the spill file).
 //!
 //! The daemon reads: the output [`SoFar`] (a preview of everything so far, including the line still
 //! being written), the counters and the idle time, and types into the terminal through
@@ -16,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
@@ -45,6 +46,15 @@ pub struct RawChunk {
     pub committed: u64,
 }
 
+/// The text a raw follower gets from the spill before the raw stream it joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextBefore {
+    /// Every byte of text committed before it joined, which the spill file will hold.
+    Bytes(u64),
+    /// The spill stopped growing (its cap, or a write error): what it holds is all there is.
+    WhatTheSpillHas,
+}
+
 /// How a run's previews are shaped: what a preview of part of its output (`wait --new`)
 /// needs to look like the run's own.
 #[derive(Debug, Clone)]
@@ -68,7 +78,9 @@ pub struct Live {
     /// Milliseconds after `started` of the last output read; `u64::MAX` before any.
     last_output_ms: AtomicU64,
     committed: watch::Sender<u64>,
-    raw: Option<broadcast::Sender<RawChunk>>,
+    /// Made at launch for a client that asked for raw output, or when a follower first asks;
+    /// never for a run nobody watches raw, which then costs nothing per chunk.
+    raw: OnceLock<broadcast::Sender<RawChunk>>,
     /// The receiver made with the channel, which has missed nothing: for the run's own client.
     first_raw: Mutex<Option<broadcast::Receiver<RawChunk>>>,
     /// `None` for a pipe.
@@ -139,12 +151,12 @@ impl Live {
             highlights: view.highlights.cloned(),
         });
         let spill_path = view.spill_path.map(Path::to_path_buf);
-        let (raw, first_raw) = if raw_stream {
+        let raw = OnceLock::new();
+        let first_raw = raw_stream.then(|| {
             let (tx, rx) = broadcast::channel(RAW_BACKLOG);
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
+            let _ = raw.set(tx);
+            rx
+        });
         Live {
             engine: Mutex::new(Engine::new(normaliser, capture)),
             shape,
@@ -173,17 +185,20 @@ impl Live {
         let (bytes, lines) = {
             let mut engine = self.engine();
             engine.feed(chunk);
-            engine.capture().totals()
+            let (bytes, lines) = engine.capture().totals();
+            // Sent under the engine's lock, so a follower that subscribes under it (see
+            // [`Live::subscribe_raw`]) gets every chunk its text so far does not hold, once.
+            if let Some(raw) = self.raw.get()
+                && raw.receiver_count() > 0
+            {
+                let _ = raw.send(RawChunk {
+                    bytes: Arc::from(chunk),
+                    committed: bytes,
+                });
+            }
+            (bytes, lines)
         };
         self.publish(bytes, lines);
-        if let Some(raw) = &self.raw
-            && raw.receiver_count() > 0
-        {
-            let _ = raw.send(RawChunk {
-                bytes: Arc::from(chunk),
-                committed: bytes,
-            });
-        }
     }
 
     fn publish(&self, bytes: u64, lines: u64) {
@@ -282,6 +297,25 @@ impl Live {
     /// one and nobody has taken it yet.
     pub fn take_raw(&self) -> Option<broadcast::Receiver<RawChunk>> {
         lock(&self.first_raw).take()
+    }
+
+    /// A raw stream for a follower joining now, and where the text before it ends: the
+    /// follower sends the spill's text up to there, then every chunk read since, neither twice
+    /// nor with a gap (chunks are sent under the same lock this takes).
+    pub fn subscribe_raw(&self) -> (broadcast::Receiver<RawChunk>, TextBefore) {
+        let engine = self.engine();
+        let raw = self
+            .raw
+            .get_or_init(|| broadcast::channel(RAW_BACKLOG).0)
+            .subscribe();
+        let capture = engine.capture();
+        let view = capture.view();
+        let before = if view.spill_capped.is_some() || view.spill_problem.is_some() {
+            TextBefore::WhatTheSpillHas
+        } else {
+            TextBefore::Bytes(capture.totals().0)
+        };
+        (raw, before)
     }
 
     pub fn shape(&self) -> Arc<Shape> {

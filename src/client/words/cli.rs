@@ -80,6 +80,15 @@ pub fn summary(exit: &ExitEvent) -> String {
     )
 }
 
+/// What a raw stream's client is told when it fell behind and gets the spill's text from
+/// `line` on.
+pub fn fell_behind(line: u64) -> String {
+    format!(
+        "[spillway: the terminal fell behind the command; from here on its normalised text, \
+         from line {line}]"
+    )
+}
+
 /// `[spillway: run ID is still running after 12.3s (no output for 4.0s; 5000 lines so
 /// far); ...]`: the state, and the commands to go on with. A run that is ready (`--until`)
 /// or waits for input says so first.

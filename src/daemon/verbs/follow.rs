@@ -1,4 +1,5 @@
-//! `follow`: a run's output as `output` events from a line on, then live, then its `exit`.
+//! `follow`: a run's output as `output` events from a line on, then live (as `raw` events with
+//! `raw`), then its `exit`.
 
 use std::io;
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use crate::storage::follow::Start;
 
 use crate::daemon::client::{ClientWriter, Session, send};
 use crate::daemon::errors::error;
-use crate::daemon::output::{follow_finished, follow_live};
+use crate::daemon::output::{follow_finished, follow_live, follow_raw};
 use crate::daemon::previews::recorded_exit;
 use crate::daemon::runs::Found;
 use crate::daemon::spill_file::spill_of;
@@ -36,7 +37,11 @@ pub(in crate::daemon) async fn apply(
             {
                 return send(write, &Event::Error(e)).await;
             }
-            let last = follow_live(&entry, Start::Line(from), write).await?;
+            let last = if request.raw {
+                follow_raw(&entry, from, write).await?
+            } else {
+                follow_live(&entry, Start::Line(from), write).await?
+            };
             send(write, &last).await
         }
         Found::Recent {

@@ -26,7 +26,7 @@ use crate::supervisor::{LaunchError, RunSpec, StopReason, TtySize, child_env};
 use crate::daemon::client::{ClientWriter, Session, client_gone, hung_up, send};
 use crate::daemon::ending::watch_run;
 use crate::daemon::errors::{PATTERN_ECHO_BYTES, bad_request, cut_message};
-use crate::daemon::output::{follow_live, stream_raw};
+use crate::daemon::output::{follow_live_upto, stream_raw};
 use crate::daemon::previews::running_event;
 use crate::daemon::recorder::Record;
 use crate::daemon::runs::{Cursors, RunEntry};
@@ -57,6 +57,7 @@ pub(in crate::daemon) async fn apply(
     };
     let kill_on_disconnect = request.kill_on_disconnect.unwrap_or(false);
     let stream = request.stream;
+    let stream_max_bytes = request.stream_max_bytes;
     let (argv, shell, tags) = (
         request.argv.clone(),
         request.shell.clone(),
@@ -165,7 +166,8 @@ pub(in crate::daemon) async fn apply(
                 Ok(())
             }
             (_, Some(StreamMode::Text)) => {
-                let last = follow_live(&entry, Start::Line(1), write).await?;
+                let most = stream_max_bytes.unwrap_or(u64::MAX);
+                let last = follow_live_upto(&entry, Start::Line(1), most, write).await?;
                 send(write, &last).await
             }
             (_, Some(StreamMode::Raw)) => {
