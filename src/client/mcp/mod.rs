@@ -10,8 +10,10 @@
 //! the model can correct itself; a command that exits non-zero is a normal result that says
 //! its exit code.
 //!
-//! Notices are worded by the daemon for the command line; [`steps::reword`] words them as
-//! calls of this server's tools ([`steps::McpSteps`]) on the way out.
+//! Notices are worded by the daemon for the command line; [`words::reword`] words their next
+//! steps and the line on what a run's end stopped as calls of this server's tools
+//! ([`words::McpSteps`]) on the way out, where the preview's facts say they stand. The lines
+//! on limits reached are not reworded yet: the preview does not say where they stand.
 
 mod params;
 mod words;
