@@ -6,12 +6,16 @@
 //! (and `both`) the last bytes of the last line, cut at a character boundary. Line numbers are
 //! the spill file's own, 1-based, so a notice's read offset lands on the first line not seen.
 //!
+//! Above [`COMPACT_FROM_TOKENS`], [`compact`] first folds lines alike into template markers
+//! (each standing in the outline as one line), so the budget chooses among what folding left.
+//!
 //! One job per file: [`select`] chooses what is shown as a [`selection`] (with [`partial`] for a line too long
 //! to show whole, [`pick`] for highlights and [`unfold`] for opening folds), [`render`] lays the
 //! choice out with its markers, and [`notice`] words the notice at the end, the one place the
 //! wire's notice is worded; the commands its next steps name come from the caller as a
 //! [`NextStep`]. Every method of [`Preview`] is here.
 
+mod compact;
 mod lines;
 #[cfg(test)]
 mod needle_tests;
@@ -29,6 +33,7 @@ use crate::engine::capture::CaptureView;
 use crate::engine::redact::{Redactor, notice_line, unkept_notice_line};
 use crate::protocol::{Counts, Direction, LineRange, NextStep, Preview, moved_span};
 
+pub use compact::COMPACT_FROM_TOKENS;
 use render::{render, shown_ranges};
 use select::select_within;
 
@@ -158,28 +163,49 @@ impl Preview {
         max_tokens: Option<usize>,
         offset: Offset,
     ) -> Preview {
-        let mut preview = Self::build_relative(view, direction, steps, max_tokens, offset);
+        Self::build_compacting(view, direction, steps, max_tokens, offset, true)
+    }
+
+    /// Like [`Preview::build_from`], with template folds (see [`compact`]) only when
+    /// `compact` is true: false is the preview as it was before them, byte for byte.
+    pub fn build_compacting(
+        view: &CaptureView<'_>,
+        direction: Direction,
+        steps: &dyn NextStep,
+        max_tokens: Option<usize>,
+        offset: Offset,
+        compact: bool,
+    ) -> Preview {
+        let compacted = compact
+            .then(|| compact::compact(view, offset.lines))
+            .flatten();
+        let mut preview = match &compacted {
+            Some(c) => Self::build_relative(&c.view, direction, steps, max_tokens, offset, true),
+            None => Self::build_relative(view, direction, steps, max_tokens, offset, false),
+        };
         preview.shift(offset);
         preview
     }
 
     /// The preview with the view's own line numbers in its fields (the content already
-    /// speaks in the spill's).
+    /// speaks in the spill's). `folded`: the view's outline holds template folds, so the
+    /// output is not shown whole even when it is within every limit.
     fn build_relative(
         view: &CaptureView<'_>,
         direction: Direction,
         steps: &dyn NextStep,
         max_tokens: Option<usize>,
         offset: Offset,
+        folded: bool,
     ) -> Preview {
         let spill_path = view.spill_path.map(|p| p.to_string_lossy().into_owned());
         let limits = view.limits;
-        if view.total_bytes <= limits.max_bytes() as u64
+        let within = view.total_bytes <= limits.max_bytes() as u64
             && view.total_lines <= limits.max_lines() as u64
             && max_tokens.is_none_or(|n| {
                 crate::engine::tokens::count(&String::from_utf8_lossy(view.head)) <= n
-            })
-        {
+            });
+        if within && !folded {
             let content = String::from_utf8_lossy(view.head).into_owned();
             return Preview {
                 spill_path,
@@ -197,7 +223,8 @@ impl Preview {
             spill_path,
             total_lines: view.total_lines,
             total_bytes: view.total_bytes,
-            truncated_by: Some(truncated_by),
+            // Folded only, within every limit: no limit cut it.
+            truncated_by: (!within).then_some(truncated_by),
             shown,
             omitted_lines: view.total_lines - shown_lines,
             partial_line: selection.partial().map(|p| p.info),

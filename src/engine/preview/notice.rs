@@ -35,7 +35,12 @@ pub(super) fn notice(
         }
         _ => format!("the {}-byte limit", view.limits.max_bytes()),
     };
-    let how = if s.is_cut(view.total_lines) || s.partial().is_some() {
+    let how = if p.truncated_by.is_none() {
+        // Within every limit, but over the size from which alike lines fold.
+        "compacted (lines alike folded, each marker says how many, like what and where; \
+         nothing else left out)"
+            .to_string()
+    } else if s.is_cut(view.total_lines) || s.partial().is_some() {
         format!("truncated by {limit}")
     } else {
         format!("folded to fit {limit} (runs of repeated or similar lines; nothing else left out)")
