@@ -310,6 +310,7 @@ pub fn engine(case: &EngineCase<'_>) {
     // estimate, and cut anyway), and within every limit they alone make the preview differ
     // from the output (no limit cut it then).
     let folded = has_template_fold(p);
+    assert_eq!(folded, !p.folds.is_empty(), "{:?}", p.folds);
     if folded {
         let tokens = spillway::engine::tokens::count(&r.spill);
         assert!(
@@ -871,6 +872,20 @@ fn matches_template(template: &str, line: &str) -> bool {
 /// group is shown as it is) when no limit cut the preview.
 fn check_template_fold(p: &Preview, spill: &str, line: &str, before: &[&str]) {
     let fold = parse_template_marker(line);
+    // The JSON says what the marker says (its templates quoted whole there).
+    let json = p
+        .folds
+        .iter()
+        .find(|f| f.first == fold.first)
+        .unwrap_or_else(|| panic!("{line}: not in the JSON's folds {:?}", p.folds));
+    assert_eq!(json.last, fold.last, "{line}");
+    let counts: Vec<u64> = json.templates.iter().map(|t| t.count).collect();
+    let said: Vec<u64> = fold.groups.iter().map(|(n, _)| *n).collect();
+    assert_eq!(counts, said, "{line}");
+    for (t, (_, quoted)) in json.templates.iter().zip(&fold.groups) {
+        let quoted = quoted.strip_suffix('…').unwrap_or(quoted);
+        assert!(t.text.starts_with(quoted), "{line}: {:?}", t.text);
+    }
     assert!(
         fold.first <= fold.last && fold.last < p.total_lines,
         "{line}"

@@ -22,6 +22,7 @@ use super::lines::Lines;
 use crate::engine::capture::CaptureView;
 use crate::engine::outline::{Fold, LineText, OutlineView, Segment, similar};
 use crate::engine::template::{self, Learner, Limits, LineTemplate, fold_text, plan_folds};
+use crate::protocol::{FoldTemplate, TemplateFold};
 
 /// Below this many o200k tokens an output is shown as it is (rule 1: small stays whole).
 ///
@@ -37,10 +38,12 @@ pub const COMPACT_FROM_TOKENS: usize = 1000;
 /// outline's folds.
 const OPEN_MAX_BYTES: u64 = 1 << 20;
 
-/// The view with its outline folded by templates, when there is anything to fold.
+/// The view with its outline folded by templates, and the folds, when there is anything to
+/// fold.
 #[derive(Debug)]
 pub(super) struct Compacted<'a> {
     pub(super) view: CaptureView<'a>,
+    pub(super) folds: Vec<template::Fold>,
 }
 
 /// Whether a segment stands for a template fold: a [`Fold::Line`] segment of the outline is
@@ -84,6 +87,7 @@ pub(super) fn compact<'a>(view: &CaptureView<'a>, base: u64) -> Option<Compacted
             outline,
             ..view.clone()
         },
+        folds,
     })
 }
 
@@ -153,6 +157,27 @@ fn run_lines(lines: &mut Lines<'_, '_>, run: &Segment, mut at: u64) -> Option<Ve
         });
     }
     Some(out)
+}
+
+/// The folds whose markers start at the view's lines `shown`, as the JSON describes them, in
+/// the spill's numbering (`base` lines before the view).
+pub(super) fn described(folds: &[template::Fold], shown: &[u64], base: u64) -> Vec<TemplateFold> {
+    folds
+        .iter()
+        .filter(|fold| shown.contains(&fold.first))
+        .map(|fold| TemplateFold {
+            first: base + fold.first,
+            last: base + fold.last,
+            templates: fold
+                .groups
+                .iter()
+                .map(|g| FoldTemplate {
+                    text: g.text.clone(),
+                    count: g.count,
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Whether the output costs at least [`COMPACT_FROM_TOKENS`] tokens: counted when the capture
@@ -328,6 +353,26 @@ mod tests {
             p.content
         );
         assert!(p.content.len() * 5 < text.len(), "{}", p.content.len());
+        // The JSON says the same, for a client that reads facts, not text.
+        let folds: Vec<(u64, u64, &str, u64)> = p
+            .folds
+            .iter()
+            .map(|f| {
+                (
+                    f.first,
+                    f.last,
+                    f.templates[0].text.as_str(),
+                    f.templates[0].count,
+                )
+            })
+            .collect();
+        assert_eq!(
+            folds,
+            [
+                (3, 151, "test <*> ... ok", 149),
+                (154, 302, "test <*> ... ok", 149)
+            ]
+        );
     }
 
     #[test]

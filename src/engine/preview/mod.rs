@@ -81,6 +81,7 @@ impl Preview {
             redactions: Counts::new(),
             next: None,
             stopped_at: None,
+            folds: Vec::new(),
         }
     }
 
@@ -179,17 +180,21 @@ impl Preview {
         let compacted = compact
             .then(|| compact::compact(view, offset.lines))
             .flatten();
-        let mut preview = match &compacted {
+        let (mut preview, shown_folds) = match &compacted {
             Some(c) => Self::build_relative(&c.view, direction, steps, max_tokens, offset, true),
             None => Self::build_relative(view, direction, steps, max_tokens, offset, false),
         };
+        if let Some(c) = &compacted {
+            preview.folds = compact::described(&c.folds, &shown_folds, offset.lines);
+        }
         preview.shift(offset);
         preview
     }
 
     /// The preview with the view's own line numbers in its fields (the content already
-    /// speaks in the spill's). `folded`: the view's outline holds template folds, so the
-    /// output is not shown whole even when it is within every limit.
+    /// speaks in the spill's), and the first lines of the template folds whose markers it
+    /// shows. `folded`: the view's outline holds template folds, so the output is not shown
+    /// whole even when it is within every limit.
     fn build_relative(
         view: &CaptureView<'_>,
         direction: Direction,
@@ -197,7 +202,7 @@ impl Preview {
         max_tokens: Option<usize>,
         offset: Offset,
         folded: bool,
-    ) -> Preview {
+    ) -> (Preview, Vec<u64>) {
         let spill_path = view.spill_path.map(|p| p.to_string_lossy().into_owned());
         let limits = view.limits;
         let within = view.total_bytes <= limits.max_bytes() as u64
@@ -207,12 +212,13 @@ impl Preview {
             });
         if within && !folded {
             let content = String::from_utf8_lossy(view.head).into_owned();
-            return Preview {
+            let preview = Preview {
                 spill_path,
                 total_bytes: view.total_bytes,
                 spill_capped: view.spill_capped,
                 ..Preview::whole(content, view.total_lines)
             };
+            return (preview, Vec::new());
         }
         let (selection, truncated_by) = select_within(view, direction, max_tokens);
         let shown = shown_ranges(&selection, view.total_lines);
@@ -232,9 +238,15 @@ impl Preview {
             redactions: Counts::new(),
             next: None,
             stopped_at: None,
+            folds: Vec::new(),
         };
         (preview.content, preview.next) = render(view, &selection, &preview, steps, offset);
-        preview
+        let shown_folds = selection
+            .segments()
+            .filter(|seg| compact::is_fold_marker(seg))
+            .map(|seg| seg.first)
+            .collect();
+        (preview, shown_folds)
     }
 
     /// Replaces the credentials in the shown text with `[redacted: KIND]` markers and says so
