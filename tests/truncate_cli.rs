@@ -211,6 +211,11 @@ fn lines_alike_fold_unless_compact_is_off() {
     assert!(content.contains("\ntest ledger::tests::balance ... FAILED\n"));
     assert!(content.contains("\ntest result: FAILED. 300 passed; 1 failed\n"));
     assert_eq!(json["omitted_lines"], 298);
+    assert!(content.contains(
+        "output folded to fit the 100-line limit (runs of repeated, similar or alike lines; \
+         nothing else left out)"
+    ));
+    assert_eq!(json["folds"][0]["templates"][0]["count"], 149);
     let spill = std::fs::read_to_string(spill_path(&json)).unwrap();
     assert_eq!(spill, input);
     // Off, by flag or by the environment a hook's command runs in: as before folds.
