@@ -290,3 +290,29 @@ fn wait_takes_its_own_preview_limits() {
         .unwrap();
     assert!(kill.status.success());
 }
+
+#[test]
+fn a_run_folds_lines_alike_within_its_limits_unless_compact_is_off() {
+    let daemon = TestDaemon::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("out.txt");
+    let mut text: String = (0..400)
+        .map(|i| format!("GET /api/items/{i} 200 {}ms\n", i % 37))
+        .collect();
+    text.push_str("done: 400 requests\n");
+    std::fs::write(&file, &text).unwrap();
+    let cat = format!("cat {}", file.display());
+    let folded = json(&daemon.run(&["--json", "-c", &cat]));
+    let content = folded["content"].as_str().unwrap();
+    assert!(
+        content.starts_with(
+            "GET /api/items/0 200 0ms\nGET /api/items/1 200 1ms\n\
+             [... 398 more lines like \"GET <*> <*> <*>\", lines 3-400 ...]\n\
+             done: 400 requests\n\n[spillway: output compacted"
+        ),
+        "{content}"
+    );
+    assert_eq!(folded["truncated_by"], Value::Null);
+    let off = json(&daemon.run(&["--json", "--compact", "off", "-c", &cat]));
+    assert_eq!(off["content"], text.as_str());
+}

@@ -144,6 +144,48 @@ fn log_line_runs() -> impl Strategy<Value = String> {
     prop::collection::vec(run, 1..12).prop_map(|runs| runs.concat())
 }
 
+/// Outputs of a few line templates interleaved (test results, requests, compiler steps), with
+/// variable fields (numbers, paths, names), now and then a line the highlighter keeps or a
+/// line of its own: what template folds act on.
+fn templated_lines() -> impl Strategy<Value = String> {
+    let line = prop_oneof![
+        6 => ("[a-z]{2,8}", 0u32..999).prop_map(|(name, i)| format!("test {name}::case_{i} ... ok\n")),
+        3 => (0u32..99_999, prop::sample::select(vec!["GET", "POST"]))
+            .prop_map(|(i, verb)| format!("{verb} /api/items/{i} 200 {}ms\n", i % 97)),
+        2 => ("[a-z]{3,9}", 0u32..20).prop_map(|(name, v)| format!("   Compiling {name} v0.{v}.1\n")),
+        1 => ("[a-z]{3,9}", 0u32..50).prop_map(|(name, i)| format!("test {name}::case_{i} ... FAILED\n")),
+        1 => "[a-z ]{10,50}".prop_map(|l| format!("{l}\n")),
+        1 => Just("error[E0308]: mismatched types\n --> src/a.rs:1:2\n".to_string()),
+    ];
+    prop::collection::vec(line, 1..600).prop_map(|lines| lines.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+
+    /// Template folds hold rules 1-5 at any budget, within the limits (folded, nothing cut)
+    /// and over them (folded, then cut): every marker's count, range and templates are true
+    /// of the spill (see `check_template_fold`).
+    #[test]
+    fn template_folds_are_true_of_the_spill_at_any_budget(
+        text in templated_lines(),
+        max_lines in 4u64..2000,
+        max_bytes in 200u64..60_000,
+        dir in direction(),
+        max_tokens in prop::option::of(50usize..5000),
+    ) {
+        engine(&EngineCase {
+            input: text.as_bytes(),
+            cuts: Vec::new(),
+            opts: NormaliseOptions::default(),
+            limits: Limits::new(max_lines, max_bytes).unwrap(),
+            direction: dir,
+            highlights: true,
+            max_tokens,
+        });
+    }
+}
+
 #[test]
 fn previews_through_the_daemon_hold_rules_one_to_three_and_five() {
     use crate::helper::daemon::TestDaemon;

@@ -15,6 +15,7 @@ use spillway::engine::capture::{Capture, Limits, SpillPolicy};
 use spillway::engine::driver::Engine;
 use spillway::engine::highlight::Patterns;
 use spillway::engine::normalise::{NormaliseOptions, Normaliser, normalise};
+use spillway::engine::preview::COMPACT_FROM_TOKENS;
 use spillway::program::CliSteps;
 use spillway::protocol::{Direction, LimitKind, LineRange, NextStep, Preview};
 use spillway::protocol::{Event, Request, parse_request};
@@ -305,8 +306,23 @@ pub fn engine(case: &EngineCase<'_>) {
         && case
             .max_tokens
             .is_none_or(|n| spillway::engine::tokens::count(&r.spill) <= n);
-    assert_eq!(p.truncated, !fits);
-    if fits {
+    // Template folds: never in a small output within the limits (one over them is counted by
+    // estimate, and cut anyway), and within every limit they alone make the preview differ
+    // from the output (no limit cut it then).
+    let folded = has_template_fold(p);
+    assert_eq!(folded, !p.folds.is_empty(), "{:?}", p.folds);
+    if folded {
+        let tokens = spillway::engine::tokens::count(&r.spill);
+        assert!(
+            !fits || tokens >= COMPACT_FROM_TOKENS,
+            "{tokens} tokens folded"
+        );
+        assert!(p.truncated);
+        assert_eq!(p.truncated_by.is_none(), fits, "{:?}", p.truncated_by);
+    } else {
+        assert_eq!(p.truncated, !fits);
+    }
+    if fits && !folded {
         assert_eq!(p.content, r.spill);
         assert_eq!(p.omitted_lines, 0);
         return;
@@ -528,6 +544,8 @@ fn check_markers(p: &Preview, spill: &str) -> u64 {
                 spill_line(spill, b + 1),
                 "{line}: the run's last line"
             );
+        } else if is_template_marker(line) {
+            check_template_fold(p, spill, line, &lines[..i]);
         } else if line.starts_with("[... ") && line.contains(" omitted (lines ") {
             let head = line.split(';').next().unwrap();
             let n = numbers(head);
@@ -607,9 +625,36 @@ fn check_fill(
     if max_tokens.is_some_and(|n| spill.split_inclusive('\n').any(|l| count(l) * 8 > n)) {
         return;
     }
-    let lines: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
-    let bytes = shown.len() as u64;
-    let tokens = max_tokens.map(|n| (count(shown), n));
+    // The lines a template fold stands for count as given: the capture keeps as many lines
+    // at each end as the budget could show unfolded, so folding them leaves room that only
+    // the spill could fill.
+    let folded: Vec<LineRange> = p
+        .content
+        .lines()
+        .filter(|l| is_template_marker(l))
+        .map(|l| {
+            let fold = parse_template_marker(l);
+            LineRange {
+                first: fold.first,
+                last: fold.last,
+            }
+        })
+        .collect();
+    let lines = p.shown.iter().map(|r| r.last - r.first + 1).sum::<u64>()
+        + folded.iter().map(|r| r.last - r.first + 1).sum::<u64>();
+    let bytes = shown.len() as u64
+        + folded
+            .iter()
+            .map(|&r| line_range(spill, r).len() as u64)
+            .sum::<u64>();
+    // A marker's own text takes its tokens from the budget.
+    let marker_tokens: usize = p
+        .content
+        .lines()
+        .filter(|l| is_template_marker(l))
+        .map(|l| count(&format!("{l}\n")))
+        .sum();
+    let tokens = max_tokens.map(|n| (count(shown) + marker_tokens, n));
     assert!(
         lines * 10 >= max_lines * 8
             || bytes * 10 >= max_bytes * 8
@@ -634,9 +679,18 @@ fn check_notice(case: &EngineCase<'_>, p: &Preview) {
     );
     assert!(
         notice.starts_with("[spillway: output truncated by ")
-            || notice.starts_with("[spillway: output folded to fit "),
+            || notice.starts_with("[spillway: output folded to fit ")
+            || notice.starts_with("[spillway: output compacted "),
         "{notice:?}"
     );
+    if p.truncated_by.is_none() {
+        // Folded within every limit: nothing but template folds left out.
+        assert!(
+            notice.starts_with("[spillway: output compacted (lines alike folded"),
+            "{notice:?}"
+        );
+        return;
+    }
     let limit = match p.truncated_by {
         Some(LimitKind::Lines) => {
             assert!(p.total_lines > case.limits.max_lines() as u64);
@@ -697,4 +751,175 @@ fn check_notice(case: &EngineCase<'_>, p: &Preview) {
         notice.contains(&format!("showing {lines} {listed}")),
         "{listed} not in {notice:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Template folds
+
+/// Whether a preview line is a template fold's marker: `[... 298 more lines like "T", lines
+/// 7-304 ...]`, or `[... 180 lines: 150 like "T", 30 like "U", lines 7-186 ...]`.
+fn is_template_marker(line: &str) -> bool {
+    line.starts_with("[... ") && line.ends_with(" ...]") && line.contains(" like \"")
+}
+
+/// Whether the preview folds lines by templates.
+fn has_template_fold(p: &Preview) -> bool {
+    let body = match p.content.rfind("\n\n[spillway: ") {
+        Some(at) => &p.content[..at],
+        None => &p.content,
+    };
+    body.lines().any(is_template_marker)
+}
+
+/// A template marker's parts: each template with its count, and the range it names.
+struct TemplateFold {
+    groups: Vec<(u64, String)>,
+    first: u64,
+    last: u64,
+}
+
+/// Reads a template marker (see [`is_template_marker`]).
+fn parse_template_marker(line: &str) -> TemplateFold {
+    let inner = line
+        .strip_prefix("[... ")
+        .and_then(|l| l.strip_suffix(" ...]"))
+        .unwrap_or_else(|| panic!("{line}"));
+    let (groups_text, range) = inner
+        .rsplit_once(", line")
+        .unwrap_or_else(|| panic!("{line}"));
+    let range = range.trim_start_matches('s').trim();
+    let (first, last) = match range.split_once('-') {
+        Some((a, b)) => (a.parse().expect("a line"), b.parse().expect("a line")),
+        None => {
+            let n = range.parse().expect("a line");
+            (n, n)
+        }
+    };
+    let mut groups = Vec::new();
+    if let Some((count, rest)) = groups_text.split_once(" more line") {
+        let template = rest
+            .trim_start_matches('s')
+            .strip_prefix(" like \"")
+            .and_then(|t| t.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("{line}"));
+        groups.push((count.parse().expect("a count"), template.to_owned()));
+    } else {
+        let (_, mut rest) = groups_text
+            .split_once(" lines: ")
+            .unwrap_or_else(|| panic!("{line}"));
+        // `N like "T", M like "U"`: a template ends at the quote before `, M like "` or the end.
+        loop {
+            let (count, after) = rest
+                .split_once(" like \"")
+                .unwrap_or_else(|| panic!("{line}"));
+            let end = next_group(after).unwrap_or(after.len() - 1);
+            groups.push((count.parse().expect("a count"), after[..end].to_owned()));
+            if end + 1 >= after.len() {
+                break;
+            }
+            rest = &after[end + 3..];
+        }
+    }
+    TemplateFold {
+        groups,
+        first,
+        last,
+    }
+}
+
+/// Where in `text` (after a group's opening quote) the group's template ends when another
+/// group follows: at `", N like "`.
+fn next_group(text: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(at) = text[from..].find("\", ") {
+        let at = from + at;
+        let rest = &text[at + 3..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && rest[digits..].starts_with(" like \"") {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// Whether `line` is an instance of `template`: as many words, each fixed word the same
+/// (`<*>` stands for any one word). A template quoted cut (ending in `…`) is checked on the
+/// words it quotes whole.
+fn matches_template(template: &str, line: &str) -> bool {
+    let (template, cut) = match template.strip_suffix('…') {
+        Some(t) => (t, true),
+        None => (template, false),
+    };
+    let fixed: Vec<&str> = template.split(' ').collect();
+    let words: Vec<&str> = line.split_ascii_whitespace().collect();
+    if cut {
+        // The last quoted word may itself be cut.
+        let whole = fixed.len().saturating_sub(1);
+        return words.len() >= whole
+            && fixed[..whole]
+                .iter()
+                .zip(&words)
+                .all(|(f, w)| *f == "<*>" || f == w);
+    }
+    fixed.len() == words.len() && fixed.iter().zip(&words).all(|(f, w)| *f == "<*>" || f == w)
+}
+
+/// A template fold's marker says only what is so, checked against the spill (issue 27 rule
+/// 4): reading its range returns lines that each match one of its templates, the counts add
+/// up to the range and each is the number of lines of its template there, none of the range
+/// is shown, and each template has a line shown before the marker (the first line of a folded
+/// group is shown as it is) when no limit cut the preview.
+fn check_template_fold(p: &Preview, spill: &str, line: &str, before: &[&str]) {
+    let fold = parse_template_marker(line);
+    // The JSON says what the marker says (its templates quoted whole there).
+    let json = p
+        .folds
+        .iter()
+        .find(|f| f.first == fold.first)
+        .unwrap_or_else(|| panic!("{line}: not in the JSON's folds {:?}", p.folds));
+    assert_eq!(json.last, fold.last, "{line}");
+    let counts: Vec<u64> = json.templates.iter().map(|t| t.count).collect();
+    let said: Vec<u64> = fold.groups.iter().map(|(n, _)| *n).collect();
+    assert_eq!(counts, said, "{line}");
+    for (t, (_, quoted)) in json.templates.iter().zip(&fold.groups) {
+        let quoted = quoted.strip_suffix('…').unwrap_or(quoted);
+        assert!(t.text.starts_with(quoted), "{line}: {:?}", t.text);
+    }
+    assert!(
+        fold.first <= fold.last && fold.last < p.total_lines,
+        "{line}"
+    );
+    assert!(fold.first > 1, "{line}: line 1 is never folded");
+    let total: u64 = fold.groups.iter().map(|(n, _)| n).sum();
+    assert_eq!(total, fold.last - fold.first + 1, "{line}: counts");
+    let mut counted = vec![0u64; fold.groups.len()];
+    for n in fold.first..=fold.last {
+        let text = spill_line(spill, n);
+        let of = fold
+            .groups
+            .iter()
+            .position(|(_, t)| matches_template(t, text))
+            .unwrap_or_else(|| panic!("{line}: line {n} {text:?} matches none of its templates"));
+        counted[of] += 1;
+    }
+    if fold.groups.len() == 1 {
+        assert_eq!(counted[0], fold.groups[0].0, "{line}");
+    }
+    assert!(
+        p.shown
+            .iter()
+            .all(|r| r.last < fold.first || r.first > fold.last),
+        "{line}: a shown line is said to be folded"
+    );
+    // A budget may cut between a fold and the lines it follows (a tail that starts at the
+    // marker); folded within every limit, nothing is cut, and each template's line is shown
+    // before its marker.
+    let cut = p.truncated_by.is_some();
+    for (_, template) in fold.groups.iter().filter(|_| !cut) {
+        assert!(
+            before.iter().any(|l| matches_template(template, l)),
+            "{line}: no line of {template:?} is shown before it"
+        );
+    }
 }

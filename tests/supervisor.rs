@@ -60,6 +60,7 @@ impl Rig {
             raw_stream: false,
             highlights: Some(spillway::engine::highlight::Patterns::new(&[]).unwrap()),
             max_tokens: None,
+            compact: true,
             max_spill: spillway::engine::capture::DEFAULT_MAX_SPILL,
             cgroups: None,
             resources: Default::default(),

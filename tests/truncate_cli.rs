@@ -178,3 +178,60 @@ fn a_closed_stdout_is_not_an_error() {
     assert_eq!(stdout(&out), "1\n");
     assert!(!stderr(&out).contains("error"), "{}", stderr(&out));
 }
+
+/// 300 passing tests and one failure, as cargo prints them: over the compaction threshold,
+/// within the limits.
+fn test_run() -> String {
+    let mut text = String::from("running 301 tests\n");
+    for i in 0..301 {
+        if i == 150 {
+            text.push_str("test ledger::tests::balance ... FAILED\n");
+        } else {
+            text.push_str(&format!("test ledger::tests::case_{i} ... ok\n"));
+        }
+    }
+    text.push_str("\ntest result: FAILED. 300 passed; 1 failed\n");
+    text
+}
+
+#[test]
+fn lines_alike_fold_unless_compact_is_off() {
+    let sandbox = Sandbox::new();
+    let input = test_run();
+    // Within the limits: no spill, so nothing to read folded lines back from; shown whole.
+    let whole = truncate_json(&sandbox, input.as_bytes(), &[]);
+    assert_eq!(whole["content"], input.as_str());
+    // Over them, the folds come first and the byte budget has room for all that is left.
+    let json = truncate_json(&sandbox, input.as_bytes(), &["--max-lines", "100"]);
+    let content = json["content"].as_str().unwrap();
+    assert!(
+        content.contains("[... 149 more lines like \"test <*> ... ok\", lines 3-151 ...]\n"),
+        "{content}"
+    );
+    assert!(content.contains("\ntest ledger::tests::balance ... FAILED\n"));
+    assert!(content.contains("\ntest result: FAILED. 300 passed; 1 failed\n"));
+    assert_eq!(json["omitted_lines"], 298);
+    assert!(content.contains(
+        "output folded to fit the 100-line limit (runs of repeated, similar or alike lines; \
+         nothing else left out)"
+    ));
+    assert_eq!(json["folds"][0]["templates"][0]["count"], 149);
+    let spill = std::fs::read_to_string(spill_path(&json)).unwrap();
+    assert_eq!(spill, input);
+    // Off, by flag or by the environment a hook's command runs in: as before folds.
+    let off = truncate_json(
+        &sandbox,
+        input.as_bytes(),
+        &["--max-lines", "100", "--compact", "off"],
+    );
+    let mut cmd = sandbox.spillway();
+    cmd.env("SPILLWAY_COMPACT", "off")
+        .args(["truncate", "--json", "--max-lines", "100"]);
+    let by_env: serde_json::Value =
+        serde_json::from_slice(&run_with_input(cmd, input.as_bytes()).stdout).unwrap();
+    for json in [&off, &by_env] {
+        let content = json["content"].as_str().unwrap();
+        assert!(!content.contains(" like \""), "{content}");
+        assert!(content.contains(" similar lines, lines "), "{content}");
+    }
+}

@@ -86,8 +86,71 @@ fn marker_claims(lines: &[&str], text: &str) -> usize {
         wrong += usize::from(!ok);
     }
     wrong
+        + template_claims(lines, text)
         + TOTAL
             .captures_iter(text)
             .filter(|c| c[1].parse::<usize>().ok() != Some(lines.len()))
             .count()
+}
+
+/// Template fold markers (`[... N more lines like "T", lines A-B ...]`, `[... N lines: n like
+/// "T", m like "U", lines A-B ...]`) whose count is not the range's size, whose range is not in
+/// the output, or one of whose lines matches none of its templates.
+fn template_claims(lines: &[&str], text: &str) -> usize {
+    static FOLD: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"(?m)^\[\.\.\. (?:(\d+) more lines? like "(.*)"|(\d+) lines: (.*)), lines? (\d+)(?:-(\d+))? \.\.\.\]$"#)
+            .expect("a valid pattern")
+    });
+    static GROUP: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r#"(\d+) like "(.*?)"(?:, |$)"#).expect("a valid pattern"));
+    let mut wrong = 0;
+    for c in FOLD.captures_iter(text) {
+        let number = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<usize>().ok());
+        let Some(a) = number(5) else { continue };
+        let b = number(6).unwrap_or(a);
+        let (n, templates): (Option<usize>, Vec<String>) = match (number(1), number(3)) {
+            (Some(n), _) => (Some(n), vec![c[2].to_owned()]),
+            (_, Some(n)) => (
+                Some(n),
+                GROUP
+                    .captures_iter(&c[4])
+                    .map(|g| g[2].to_owned())
+                    .collect(),
+            ),
+            _ => (None, Vec::new()),
+        };
+        let ok = n.is_some_and(|n| n == b + 1 - a)
+            && a >= 2
+            && a <= b
+            && b < lines.len()
+            && lines[a - 1..b]
+                .iter()
+                .all(|line| templates.iter().any(|t| matches(t, line)));
+        wrong += usize::from(!ok);
+    }
+    wrong
+}
+
+/// Whether `line` has the template's words, `<*>` standing for any one word (a template quoted
+/// cut, ending in `…`, is compared on its whole words).
+fn matches(template: &str, line: &str) -> bool {
+    let words: Vec<&str> = line.split_ascii_whitespace().collect();
+    let (template, cut) = match template.strip_suffix('…') {
+        Some(t) => (t, true),
+        None => (template, false),
+    };
+    let fixed: Vec<&str> = template.split(' ').collect();
+    let whole = if cut {
+        fixed.len().saturating_sub(1)
+    } else {
+        fixed.len()
+    };
+    (if cut {
+        words.len() >= whole
+    } else {
+        words.len() == whole
+    }) && fixed[..whole]
+        .iter()
+        .zip(&words)
+        .all(|(f, w)| *f == "<*>" || f == w)
 }

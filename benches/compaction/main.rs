@@ -11,13 +11,14 @@
 //! keep each tool's text in the work directory and print its path.
 
 mod claims;
-mod folds;
+mod preview;
 mod tools;
 mod workloads;
 
 use std::path::PathBuf;
 
 use spillway::engine::normalise::{NormaliseOptions, normalise};
+use spillway::engine::preview::COMPACT_FROM_TOKENS;
 use spillway::engine::tokens;
 
 use tools::{Output, Tools};
@@ -27,9 +28,17 @@ type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Outputs above this many tokens are those the median saving is taken over: below it, an
 /// output is cheap whatever a tool does with it.
-const SMALL_TOKENS: usize = folds::SMALL_TOKENS;
-/// The columns, in order.
-const TOOLS: [&str; 5] = ["plain", "spillway", "folds (prototype)", "rtk", "squeez"];
+const SMALL_TOKENS: usize = COMPACT_FROM_TOKENS;
+/// The columns, in order: spillway as a daemon run previews (template folds on, its default),
+/// the same with `--compact off`, and `spillway truncate` (which folds only what it spills).
+const TOOLS: [&str; 6] = [
+    "plain",
+    "spillway run",
+    "spillway run --compact off",
+    "spillway truncate",
+    "rtk",
+    "squeez",
+];
 
 /// One tool's figures on one workload.
 struct Cell {
@@ -82,24 +91,22 @@ fn measure(
     tools: &Tools,
     workload: &Workload,
     keep: Option<&std::path::Path>,
-) -> BenchResult<[Option<Cell>; 5]> {
+) -> BenchResult<[Option<Cell>; 6]> {
     let plain = tools.plain(workload)?;
     let normalised = normalise(plain.as_bytes(), NormaliseOptions::default());
     let lines: Vec<&str> = normalised.lines().collect();
-    let preview = tools.spillway(&plain)?;
+    let spill_dir = tools.data_dir.join("runs");
+    let shown = |text: String| {
+        Some(Output {
+            text,
+            passthrough: None,
+        })
+    };
     let texts = [
-        Some(Output {
-            text: plain.clone(),
-            passthrough: None,
-        }),
-        Some(Output {
-            text: preview,
-            passthrough: None,
-        }),
-        Some(Output {
-            text: folds::folded(&normalised),
-            passthrough: None,
-        }),
+        shown(plain.clone()),
+        shown(preview::run_preview(&plain, &spill_dir, true)?),
+        shown(preview::run_preview(&plain, &spill_dir, false)?),
+        shown(tools.spillway(&plain)?),
         tools.rtk(workload, &plain)?,
         tools.squeez(workload, &plain)?,
     ];
@@ -124,7 +131,7 @@ fn measure(
     }))
 }
 
-fn row_text(workload: &Workload, row: &[Option<Cell>; 5]) -> String {
+fn row_text(workload: &Workload, row: &[Option<Cell>; 6]) -> String {
     let mut text = format!("| {} | {} |", workload.name, workload.keys.len());
     for cell in row {
         text.push_str(&match cell {
@@ -149,10 +156,10 @@ fn row_text(workload: &Workload, row: &[Option<Cell>; 5]) -> String {
 /// Totals, key lines and false statements per tool, and the median saving on large outputs,
 /// over the workloads every tool ran (all of them when a peer is missing: its column is then
 /// left empty).
-fn summary(workloads: &[Workload], rows: &[[Option<Cell>; 5]]) {
-    let all_ran = |row: &[Option<Cell>; 5]| row.iter().all(Option::is_some);
+fn summary(workloads: &[Workload], rows: &[[Option<Cell>; 6]]) {
+    let all_ran = |row: &[Option<Cell>; 6]| row.iter().all(Option::is_some);
     let any_complete = rows.iter().any(all_ran);
-    let counted: Vec<(&Workload, &[Option<Cell>; 5])> = workloads
+    let counted: Vec<(&Workload, &[Option<Cell>; 6])> = workloads
         .iter()
         .zip(rows)
         .filter(|(_, row)| !any_complete || all_ran(row))

@@ -229,6 +229,35 @@ pub(crate) fn parse_key_value(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `--compact off|on`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Compact {
+    Off,
+    #[default]
+    On,
+}
+
+/// Whether a preview folds lines alike into template markers.
+#[derive(Debug, Args)]
+pub(crate) struct CompactArg {
+    /// Fold lines alike (the same words, other numbers, names or paths) into one marker each,
+    /// in outputs of 1000 tokens or more; `off`: show them as they are.
+    #[arg(
+        long,
+        env = "SPILLWAY_COMPACT",
+        value_enum,
+        value_name = "off|on",
+        default_value_t
+    )]
+    pub(crate) compact: Compact,
+}
+
+impl CompactArg {
+    pub(crate) fn on(&self) -> bool {
+        self.compact == Compact::On
+    }
+}
+
 /// Which lines of the omitted middle a preview shows as highlights.
 #[derive(Debug, Args)]
 pub(crate) struct HighlightArgs {

@@ -16,9 +16,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::client::Connection;
 use crate::client::args::{
-    EndpointArgs, HighlightArgs, LimitArgs, OutputArgs, RedactFlag, ResourceArgs, UntilArgs,
-    parse_cores, parse_duration, parse_key_value, parse_limit_size, parse_size, parse_spill_cap,
-    parse_when,
+    CompactArg, EndpointArgs, HighlightArgs, LimitArgs, OutputArgs, RedactFlag, ResourceArgs,
+    UntilArgs, parse_cores, parse_duration, parse_key_value, parse_limit_size, parse_size,
+    parse_spill_cap, parse_when,
 };
 use crate::client::exit::{EXIT_FAILURE, print_exit};
 use crate::client::interrupt::{self, Forwarder, RunEvents};
@@ -237,6 +237,8 @@ struct RunArgs {
     max_spill: Option<u64>,
     #[command(flatten)]
     highlights: HighlightArgs,
+    #[command(flatten)]
+    compact: CompactArg,
     /// Also hold the preview to this many model tokens (o200k tokenizer).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_tokens: Option<u64>,
@@ -486,6 +488,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         max_spill: args.max_spill,
         highlight: args.highlights.extra.clone(),
         no_highlights: args.highlights.no_highlights.then_some(true),
+        // Sent only when off, so a request to an older daemon stays as it was.
+        compact: (!args.compact.on()).then_some(false),
         yield_ms: args.live.yield_ms(),
         kill_on_disconnect: live.kill_on_disconnect.then_some(true),
         stream: live.stream(args.json),

@@ -135,6 +135,7 @@ fn here(request: &RunRequest, endpoint: &Endpoint) -> Result<ExitCode> {
         max_tokens: request
             .max_tokens
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        compact: request.compact.unwrap_or(true),
         data_dir: &endpoint.data_dir,
         redact: !request.no_redact,
     })?;

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use crate::client::args::{HighlightArgs, LimitArgs, RedactFlag, parse_spill_cap};
+use crate::client::args::{CompactArg, HighlightArgs, LimitArgs, RedactFlag, parse_spill_cap};
 use crate::engine::capture::{Capture, Limits, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
@@ -49,6 +49,8 @@ pub(crate) struct TruncateArgs {
     json: bool,
     #[command(flatten)]
     highlights: HighlightArgs,
+    #[command(flatten)]
+    compact: CompactArg,
     /// Also hold the preview to this many model tokens (o200k tokenizer).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_tokens: Option<u64>,
@@ -91,7 +93,7 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let capture = Capture::new(limits, SpillPolicy::WhenTruncated(DataDir::at(&root)))
         .with_spill_cap(args.max_spill)
         .with_highlights(args.highlights.patterns()?);
-    let mut engine = Engine::new(normaliser, capture);
+    let mut engine = Engine::new(normaliser, capture).with_compact(args.compact.on());
     let mut stdin = io::stdin().lock();
     let mut buf = vec![0u8; READ_CHUNK];
     loop {

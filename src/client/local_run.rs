@@ -42,6 +42,8 @@ pub(crate) struct LocalRun<'a> {
     pub env: Vec<(String, String)>,
     pub limits: Limits,
     pub max_tokens: Option<usize>,
+    /// Fold lines alike in the preview (`compact`).
+    pub compact: bool,
     /// The data directory the daemon would have used.
     pub data_dir: &'a Path,
     /// Redact credentials from the preview (the daemon's default).
@@ -71,7 +73,8 @@ pub(crate) fn run(run: &LocalRun<'_>) -> Result<LocalOutcome> {
     let chunks = read_on_a_thread(reader);
     let spill_root = spill_root(run.data_dir);
     let capture = Capture::new(run.limits, spill_policy(spill_root.as_deref()));
-    let mut engine = Engine::new(Normaliser::new(NormaliseOptions::default()), capture);
+    let mut engine = Engine::new(Normaliser::new(NormaliseOptions::default()), capture)
+        .with_compact(run.compact);
     let status = feed_until_exit(&mut engine, &chunks, &mut child)?;
     engine.finish();
     let mut preview = engine.preview(Direction::Both, &CliSteps, run.max_tokens);

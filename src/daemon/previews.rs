@@ -98,6 +98,7 @@ fn reshaped(shape: Arc<Shape>, limits: Option<Limits>) -> Arc<Shape> {
             limits,
             direction: shape.direction,
             highlights: shape.highlights.clone(),
+            compact: shape.compact,
         }),
         None => shape,
     }
@@ -126,7 +127,8 @@ pub(super) fn range_of_file(
     let read = || -> io::Result<RangeCapture> {
         let mut file = open_spill(path)?;
         file.seek(SeekFrom::Start(start.offset))?;
-        let mut range = RangeCapture::new(shape.limits, start, shape.highlights.clone());
+        let mut range = RangeCapture::new(shape.limits, start, shape.highlights.clone())
+            .with_compact(shape.compact);
         range.feed_from(file, to.saturating_sub(start.offset))?;
         Ok(range)
     };

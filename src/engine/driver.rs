@@ -13,6 +13,8 @@ pub struct Engine {
     capture: Capture,
     /// The normaliser's output, handed to the capture and cleared after each chunk.
     text: String,
+    /// Whether previews fold lines alike (`--compact`, on by default).
+    compact: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -29,7 +31,14 @@ impl Engine {
             normaliser,
             capture,
             text: String::new(),
+            compact: true,
         }
+    }
+
+    /// Previews that fold lines alike into template markers (the default), or not.
+    pub fn with_compact(mut self, compact: bool) -> Engine {
+        self.compact = compact;
+        self
     }
 
     /// One chunk of output as the program wrote it.
@@ -54,7 +63,9 @@ impl Engine {
         steps: &dyn NextStep,
         max_tokens: Option<usize>,
     ) -> Preview {
-        Preview::build_with(&self.capture.view(), direction, steps, max_tokens)
+        let view = self.capture.view();
+        let offset = crate::engine::preview::Offset::default();
+        Preview::build_compacting(&view, direction, steps, max_tokens, offset, self.compact)
     }
 
     pub fn capture(&self) -> &Capture {

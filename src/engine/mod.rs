@@ -5,8 +5,8 @@
 //! its limits, and the notice) with `redact` (credentials out of text bound for a model) and
 //! `tokens` (the model's own count). `driver` runs normalise and capture as one for every
 //! way output comes in, and `snapshot` previews a run that is still going with the same
-//! rules. `template` learns which lines share a template, for folds (not yet used by the
-//! preview). The preview's notice is worded here, but the commands it names come from the
+//! rules. `template` learns which lines share a template, which the preview folds
+//! (`--compact`). The preview's notice is worded here, but the commands it names come from the
 //! caller. The engine writes through `crate::storage` and knows nothing of processes or
 //! sockets.
 

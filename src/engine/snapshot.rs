@@ -20,15 +20,19 @@ use crate::protocol::{Direction, NextStep, Preview};
 
 /// The preview of `view` as if `pending` (a line still being written, without its newline)
 /// had been captured too. A `pending` that holds a newline is not a pending line: it is left
-/// out. The notice's next steps are named by `steps`.
+/// out. The notice's next steps are named by `steps`; `compact`: whether lines alike fold.
 pub fn with_pending(
     view: &CaptureView<'_>,
     pending: &str,
     direction: Direction,
     steps: &dyn NextStep,
+    compact: bool,
 ) -> Preview {
+    let build = |view: &CaptureView<'_>| {
+        Preview::build_compacting(view, direction, steps, None, Offset::default(), compact)
+    };
     if pending.is_empty() || pending.contains('\n') {
-        return Preview::build(view, direction, steps);
+        return build(view);
     }
     let max = view.limits.max_bytes();
     let p = pending.as_bytes();
@@ -75,7 +79,7 @@ pub fn with_pending(
         ),
         ..view.clone()
     };
-    Preview::build(&extended, direction, steps)
+    build(&extended)
 }
 
 /// Where a reader has got to in a spill: the lines it has been shown (or had elided in a
@@ -98,6 +102,8 @@ pub struct RangeCapture {
     newlines: u64,
     bytes: u64,
     complete_bytes: u64,
+    /// Whether the preview folds alike lines (`--compact`, on by default).
+    compact: bool,
 }
 
 impl RangeCapture {
@@ -110,7 +116,14 @@ impl RangeCapture {
             newlines: 0,
             bytes: 0,
             complete_bytes: 0,
+            compact: true,
         }
+    }
+
+    /// Folds alike lines in the preview (the default) or not (`--compact off`).
+    pub fn with_compact(mut self, compact: bool) -> RangeCapture {
+        self.compact = compact;
+        self
     }
 
     /// Takes the next bytes of the range (cut anywhere, even inside a character).
@@ -184,11 +197,14 @@ impl RangeCapture {
             },
             ..self.capture.view()
         };
-        let preview = if start == Cursor::default() {
-            Preview::build(&view, direction, steps)
-        } else {
-            range_preview(&view, direction, steps, start.lines + 1, start.offset)
-        };
+        let preview = range_preview(
+            &view,
+            direction,
+            steps,
+            start.lines + 1,
+            start.offset,
+            self.compact,
+        );
         let next = Cursor {
             lines: start.lines + self.newlines,
             offset: start.offset + self.complete_bytes,
@@ -200,19 +216,21 @@ impl RangeCapture {
 /// The preview of `view`, which holds the output from spill line `first_line` on (that line
 /// starting `bytes_before` bytes into the spill), with line numbers, markers and notice in the
 /// spill's own numbering. `total_lines` and `total_bytes` count the whole output up to the end
-/// of the range; `shown`, `partial_line` and `omitted_lines` describe the range.
+/// of the range; `shown`, `partial_line` and `omitted_lines` describe the range. From line 1
+/// on, it is the preview of the whole output. `compact`: whether alike lines fold.
 pub fn range_preview(
     view: &CaptureView<'_>,
     direction: Direction,
     steps: &dyn NextStep,
     first_line: u64,
     bytes_before: u64,
+    compact: bool,
 ) -> Preview {
     let offset = Offset {
         lines: first_line.saturating_sub(1),
         bytes: bytes_before,
     };
-    Preview::build_from(view, direction, steps, None, offset)
+    Preview::build_compacting(view, direction, steps, None, offset, compact)
 }
 
 #[cfg(test)]
@@ -237,10 +255,10 @@ mod tests {
     fn a_pending_prompt_shows_at_the_end() {
         let limits = Limits::new(100, 10_000).unwrap();
         let c = capture_of(limits, "a\nb\n");
-        let p = with_pending(&c.view(), "continue? ", Direction::Both, &CliSteps);
+        let p = with_pending(&c.view(), "continue? ", Direction::Both, &CliSteps, true);
         assert_eq!(p.content, "a\nb\ncontinue? ");
         assert_eq!(p.total_lines, 3);
-        let none = with_pending(&c.view(), "", Direction::Both, &CliSteps);
+        let none = with_pending(&c.view(), "", Direction::Both, &CliSteps, true);
         assert_eq!(none.content, "a\nb\n");
     }
 
@@ -261,7 +279,7 @@ mod tests {
             let mut committed: String = lines.iter().map(|l| format!("{l}\n")).collect();
             committed.push_str(&open);
             let c = capture_of(limits, &committed);
-            let got = with_pending(&c.view(), &pending, direction, &CliSteps);
+            let got = with_pending(&c.view(), &pending, direction, &CliSteps, true);
             let whole = capture_of(limits, &format!("{committed}{pending}"));
             let want = Preview::build(&whole.view(), direction, &CliSteps);
             prop_assert_eq!(got, want);
@@ -392,7 +410,9 @@ mod tests {
             lines: 100,
             offset: prefix.len() as u64,
         };
-        let mut rc = RangeCapture::new(limits, start, Some(Patterns::defaults()));
+        // Numbered lines fold as templates (`line <*>`): this is about the highlight's number.
+        let mut rc =
+            RangeCapture::new(limits, start, Some(Patterns::defaults())).with_compact(false);
         let range = format!(
             "{}error[E0308]: mismatched types\n{}",
             numbered(101, 249),

@@ -90,6 +90,27 @@ pub struct Preview {
     /// stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<[usize; 2]>,
+    /// The template folds `content` shows, in order (`--compact`); left out of the JSON when
+    /// there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folds: Vec<TemplateFold>,
+}
+
+/// Lines `first..=last` of the spill, folded into one marker: every one of them is an
+/// instance of one of `templates`, in the counts given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateFold {
+    pub first: u64,
+    pub last: u64,
+    pub templates: Vec<FoldTemplate>,
+}
+
+/// One template of a fold: its words, variable fields as `<*>`, and how many of the fold's
+/// lines are of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldTemplate {
+    pub text: String,
+    pub count: u64,
 }
 
 /// How a notice words the next steps, so each front end can name the commands or tools its

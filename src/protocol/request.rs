@@ -274,6 +274,10 @@ pub struct RunRequest {
     /// No highlights from the omitted middle (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_highlights: Option<bool>,
+    /// Fold lines alike into template markers in the preview (default true); `false` is the
+    /// preview without template folds, as before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact: Option<bool>,
     /// Answer with a `running` preview if the command has not exited after this long, and
     /// let it go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]

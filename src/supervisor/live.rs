@@ -63,6 +63,8 @@ pub struct Shape {
     pub direction: Direction,
     /// The highlight patterns, or `None` with highlights off.
     pub highlights: Option<Patterns>,
+    /// Whether previews fold lines alike (`compact`, on by default).
+    pub compact: bool,
 }
 
 /// A run's live state; see the module docs.
@@ -143,12 +145,14 @@ impl Live {
         input: Option<Input>,
         raw_stream: bool,
         max_tokens: Option<usize>,
+        compact: bool,
     ) -> Live {
         let view = capture.view();
         let shape = Arc::new(Shape {
             limits: view.limits,
             direction,
             highlights: view.highlights.cloned(),
+            compact,
         });
         let spill_path = view.spill_path.map(Path::to_path_buf);
         let raw = OnceLock::new();
@@ -158,7 +162,7 @@ impl Live {
             rx
         });
         Live {
-            engine: Mutex::new(Engine::new(normaliser, capture)),
+            engine: Mutex::new(Engine::new(normaliser, capture).with_compact(compact)),
             shape,
             max_tokens,
             spill_path,
@@ -248,7 +252,13 @@ impl Live {
         // A piece at the end of the unfinished line could be a secret being written: it is
         // shown once the line is complete, when redaction can see it whole.
         let pending = &pending[..shown_end(pending)];
-        let preview = snapshot::with_pending(&view, pending, self.shape.direction, &CliSteps);
+        let preview = snapshot::with_pending(
+            &view,
+            pending,
+            self.shape.direction,
+            &CliSteps,
+            self.shape.compact,
+        );
         let cursor = if view.total_bytes == 0 || view.ends_with_newline() {
             Cursor {
                 lines: view.total_lines,

@@ -132,6 +132,8 @@ pub struct RunSpec {
     pub highlights: Option<Patterns>,
     /// Also hold the preview to this many model tokens.
     pub max_tokens: Option<usize>,
+    /// Fold lines alike into template markers in the preview (`compact`).
+    pub compact: bool,
     /// Most bytes the spill file takes (see [`Capture::with_spill_cap`]).
     pub max_spill: u64,
     /// Where the run's cgroup goes; `None`: the run is tracked through `/proc` alone.

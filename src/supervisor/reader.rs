@@ -69,6 +69,7 @@ impl Reader {
                 input,
                 spec.raw_stream,
                 spec.max_tokens,
+                spec.compact,
             )),
             drain,
         }

@@ -170,6 +170,7 @@ fn run_request(p: BashParams) -> Result<RunRequest, String> {
         timeout_ms: millis(p.timeout_seconds, "timeout_seconds")?,
         tags: p.tags,
         max_tokens: p.max_tokens,
+        compact: p.compact,
         yield_ms: millis(p.yield_seconds, "yield_seconds")?,
         until: p.until,
         until_port: p.until_port,

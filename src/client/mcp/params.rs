@@ -41,6 +41,9 @@ pub struct BashParams {
     pub max_bytes: Option<u64>,
     /// Also hold the preview to this many model tokens.
     pub max_tokens: Option<u64>,
+    /// Fold lines alike (the same words, other numbers, names or paths) into one marker each,
+    /// in outputs of 1000 tokens or more [default: true]; false shows them as they are.
+    pub compact: Option<bool>,
     /// Which part of a long output the preview keeps: the first lines (`head`), the last
     /// (`tail`), or both ends (`both`, the default).
     pub direction: Option<Direction>,

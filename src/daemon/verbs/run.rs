@@ -291,6 +291,7 @@ fn run_spec(id: RunId, r: RunRequest, daemon: &Daemon) -> Result<RunSpec, ErrorE
         raw_stream: r.stream == Some(StreamMode::Raw),
         highlights,
         max_tokens,
+        compact: r.compact.unwrap_or(true),
         max_spill,
         cgroups: daemon.cgroups.clone(),
         resources: resources.or(daemon.default_resources),

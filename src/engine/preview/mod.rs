@@ -6,12 +6,16 @@
 //! (and `both`) the last bytes of the last line, cut at a character boundary. Line numbers are
 //! the spill file's own, 1-based, so a notice's read offset lands on the first line not seen.
 //!
+//! Above [`COMPACT_FROM_TOKENS`], [`compact`] first folds lines alike into template markers
+//! (each standing in the outline as one line), so the budget chooses among what folding left.
+//!
 //! One job per file: [`select`] chooses what is shown as a [`selection`] (with [`partial`] for a line too long
 //! to show whole, [`pick`] for highlights and [`unfold`] for opening folds), [`render`] lays the
 //! choice out with its markers, and [`notice`] words the notice at the end, the one place the
 //! wire's notice is worded; the commands its next steps name come from the caller as a
 //! [`NextStep`]. Every method of [`Preview`] is here.
 
+mod compact;
 mod lines;
 #[cfg(test)]
 mod needle_tests;
@@ -29,6 +33,7 @@ use crate::engine::capture::CaptureView;
 use crate::engine::redact::{Redactor, notice_line, unkept_notice_line};
 use crate::protocol::{Counts, Direction, LineRange, NextStep, Preview, moved_span};
 
+pub use compact::COMPACT_FROM_TOKENS;
 use render::{render, shown_ranges};
 use select::select_within;
 
@@ -76,6 +81,7 @@ impl Preview {
             redactions: Counts::new(),
             next: None,
             stopped_at: None,
+            folds: Vec::new(),
         }
     }
 
@@ -158,35 +164,61 @@ impl Preview {
         max_tokens: Option<usize>,
         offset: Offset,
     ) -> Preview {
-        let mut preview = Self::build_relative(view, direction, steps, max_tokens, offset);
+        Self::build_compacting(view, direction, steps, max_tokens, offset, true)
+    }
+
+    /// Like [`Preview::build_from`], with template folds (see [`compact`]) only when
+    /// `compact` is true: false is the preview as it was before them, byte for byte.
+    pub fn build_compacting(
+        view: &CaptureView<'_>,
+        direction: Direction,
+        steps: &dyn NextStep,
+        max_tokens: Option<usize>,
+        offset: Offset,
+        compact: bool,
+    ) -> Preview {
+        let compacted = compact
+            .then(|| compact::compact(view, offset.lines))
+            .flatten();
+        let (mut preview, shown_folds) = match &compacted {
+            Some(c) => Self::build_relative(&c.view, direction, steps, max_tokens, offset, true),
+            None => Self::build_relative(view, direction, steps, max_tokens, offset, false),
+        };
+        if let Some(c) = &compacted {
+            preview.folds = compact::described(&c.folds, &shown_folds, offset.lines);
+        }
         preview.shift(offset);
         preview
     }
 
     /// The preview with the view's own line numbers in its fields (the content already
-    /// speaks in the spill's).
+    /// speaks in the spill's), and the first lines of the template folds whose markers it
+    /// shows. `folded`: the view's outline holds template folds, so the output is not shown
+    /// whole even when it is within every limit.
     fn build_relative(
         view: &CaptureView<'_>,
         direction: Direction,
         steps: &dyn NextStep,
         max_tokens: Option<usize>,
         offset: Offset,
-    ) -> Preview {
+        folded: bool,
+    ) -> (Preview, Vec<u64>) {
         let spill_path = view.spill_path.map(|p| p.to_string_lossy().into_owned());
         let limits = view.limits;
-        if view.total_bytes <= limits.max_bytes() as u64
+        let within = view.total_bytes <= limits.max_bytes() as u64
             && view.total_lines <= limits.max_lines() as u64
             && max_tokens.is_none_or(|n| {
                 crate::engine::tokens::count(&String::from_utf8_lossy(view.head)) <= n
-            })
-        {
+            });
+        if within && !folded {
             let content = String::from_utf8_lossy(view.head).into_owned();
-            return Preview {
+            let preview = Preview {
                 spill_path,
                 total_bytes: view.total_bytes,
                 spill_capped: view.spill_capped,
                 ..Preview::whole(content, view.total_lines)
             };
+            return (preview, Vec::new());
         }
         let (selection, truncated_by) = select_within(view, direction, max_tokens);
         let shown = shown_ranges(&selection, view.total_lines);
@@ -197,7 +229,8 @@ impl Preview {
             spill_path,
             total_lines: view.total_lines,
             total_bytes: view.total_bytes,
-            truncated_by: Some(truncated_by),
+            // Folded only, within every limit: no limit cut it.
+            truncated_by: (!within).then_some(truncated_by),
             shown,
             omitted_lines: view.total_lines - shown_lines,
             partial_line: selection.partial().map(|p| p.info),
@@ -205,9 +238,15 @@ impl Preview {
             redactions: Counts::new(),
             next: None,
             stopped_at: None,
+            folds: Vec::new(),
         };
         (preview.content, preview.next) = render(view, &selection, &preview, steps, offset);
-        preview
+        let shown_folds = selection
+            .segments()
+            .filter(|seg| compact::is_fold_marker(seg))
+            .map(|seg| seg.first)
+            .collect();
+        (preview, shown_folds)
     }
 
     /// Replaces the credentials in the shown text with `[redacted: KIND]` markers and says so

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use crate::engine::capture::{CaptureView, SpillProblem};
 use crate::protocol::{LimitKind, LineRange, NextStep, NextSteps, Preview};
 
+use super::compact::is_fold_marker;
 use super::selection::Selection;
 
 /// A short pattern for `grep -E` that lists lines like the highlights.
@@ -35,10 +36,20 @@ pub(super) fn notice(
         }
         _ => format!("the {}-byte limit", view.limits.max_bytes()),
     };
-    let how = if s.is_cut(view.total_lines) || s.partial().is_some() {
+    let how = if p.truncated_by.is_none() {
+        // Within every limit, but over the size from which alike lines fold.
+        "compacted (lines alike folded, each marker says how many, like what and where; \
+         nothing else left out)"
+            .to_string()
+    } else if s.is_cut(view.total_lines) || s.partial().is_some() {
         format!("truncated by {limit}")
     } else {
-        format!("folded to fit {limit} (runs of repeated or similar lines; nothing else left out)")
+        let runs = if s.segments().any(is_fold_marker) {
+            "runs of repeated, similar or alike lines"
+        } else {
+            "runs of repeated or similar lines"
+        };
+        format!("folded to fit {limit} ({runs}; nothing else left out)")
     };
     let what = match s.partial() {
         Some(part) => {

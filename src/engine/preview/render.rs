@@ -9,6 +9,7 @@ use crate::engine::outline::{Fold, Segment};
 use crate::protocol::{LineRange, NextStep, NextSteps, Preview};
 
 use super::Offset;
+use super::compact::is_fold_marker;
 use super::notice::notice;
 use super::selection::Selection;
 
@@ -47,6 +48,9 @@ pub(super) fn shown_ranges(s: &Selection, total: u64) -> Vec<LineRange> {
 }
 
 fn push_shown(lines: &mut Vec<(u64, u64)>, seg: &Segment) {
+    if is_fold_marker(seg) {
+        return; // its lines are folded, not shown
+    }
     lines.push((seg.first, seg.first));
     if seg.fold == Fold::Similar {
         lines.push((seg.last_line(), seg.last_line()));

@@ -10,6 +10,7 @@ use crate::engine::highlight::kind_of;
 use crate::engine::outline::{Fold, Segment};
 use crate::protocol::{Direction, LimitKind};
 
+use super::compact::is_fold_marker;
 use super::partial::{next_in_part, partial};
 use super::pick::choose_highlights;
 use super::selection::Selection;
@@ -233,6 +234,7 @@ fn shown_kinds(view: &CaptureView<'_>, s: &Selection) -> HashSet<u64> {
         return HashSet::new();
     };
     s.segments()
+        .filter(|seg| !is_fold_marker(seg))
         .flat_map(shown_lines_of)
         .filter(|line| patterns.is_match(line))
         .map(kind_of)

@@ -1,0 +1,388 @@
+//! Template folds in the preview (issue 27, rules 1-5): above [`COMPACT_FROM_TOKENS`], the
+//! lines the outline kept are learnt into templates and the lines of a template that follow a
+//! shown line of it are folded into one marker, *before* the budget is applied, so the budget
+//! then chooses among what folding left.
+//!
+//! The folds act on the outline's segments: the lines of a fold are taken out of the segment
+//! list and one segment stands in their place, whose line is the marker's text and whose lines
+//! and bytes are those of the lines it hides. So the selection budgets a marker as the one line
+//! it shows, byte offsets along the segments stay true (opening a similar run reads the spill
+//! by them), and the outline's own folds are never inside a template fold: a repeat or similar
+//! run breaks folding (see [`learnt`]), so no line is in two markers.
+//!
+//! Only lines of whole [`Fold::Line`] segments are learnt: a line the outline kept cut is not
+//! known whole, so a fold could not claim it matches. What is never folded besides the
+//! planner's own rules (the first and last lines, single-line templates): a line the highlight
+//! patterns match (the defaults and `--highlight`'s), a highlighter candidate's whole block,
+//! and any segment in which the highlighter counted a candidate.
+
+use std::collections::HashSet;
+
+use super::lines::Lines;
+use crate::engine::capture::CaptureView;
+use crate::engine::outline::{Fold, LineText, OutlineView, Segment, similar};
+use crate::engine::template::{self, Learner, Limits, LineTemplate, fold_text, plan_folds};
+use crate::protocol::{FoldTemplate, TemplateFold};
+
+/// Below this many o200k tokens an output is shown as it is (rule 1: small stays whole).
+///
+/// Chosen from the compaction bench (`cargo bench --bench compaction`): its outputs under
+/// ~1,000 tokens (a `git status`, a short build, a test run of a few dozen tests) gain a few
+/// dozen tokens at most from folds, and a reader of a page that short is better served by the
+/// text itself; above it every workload with runs of alike lines saves more than half. Also
+/// the prototype's threshold, so the bench's figures compare like with like.
+pub const COMPACT_FROM_TOKENS: usize = 1000;
+
+/// Most bytes of similar runs read back to be folded as templates, per preview: a bound on
+/// the work (the learner's cost is per byte) whatever the output; past it runs stay the
+/// outline's folds.
+const OPEN_MAX_BYTES: u64 = 1 << 20;
+
+/// The view with its outline folded by templates, and the folds, when there is anything to
+/// fold.
+#[derive(Debug)]
+pub(super) struct Compacted<'a> {
+    pub(super) view: CaptureView<'a>,
+    pub(super) folds: Vec<template::Fold>,
+}
+
+/// Whether a segment stands for a template fold: a [`Fold::Line`] segment of the outline is
+/// always one line, so one that covers more is a fold's marker.
+pub(super) fn is_fold_marker(seg: &Segment) -> bool {
+    seg.fold == Fold::Line && seg.lines > 1
+}
+
+/// `view` with its outline's alike lines folded into markers numbered from `base` on, or
+/// `None` when nothing is folded: the output is small, it has no spill file (a marker names
+/// lines to read back, which must be kept somewhere), or no template repeats enough.
+pub(super) fn compact<'a>(view: &CaptureView<'a>, base: u64) -> Option<Compacted<'a>> {
+    view.spill_path?;
+    if !above_threshold(view) {
+        return None;
+    }
+    let opened = open_similar_runs(view);
+    let segments: Vec<&Segment> = opened.segments().collect();
+    let (learner, lines) = learnt(&segments);
+    let keep = kept_lines(view, &segments);
+    let folds = plan_folds(&lines, &learner, view.total_lines, &|n| keep.contains(&n));
+    if folds.is_empty() {
+        return None;
+    }
+    // With nothing dropped the two stores are one list, which a fold may span.
+    let outline = if opened.is_complete() {
+        let all: Vec<Segment> = segments.into_iter().cloned().collect();
+        OutlineView {
+            head: fold_segments(&all, &folds, base),
+            ..OutlineView::default()
+        }
+    } else {
+        OutlineView {
+            head: fold_segments(&opened.head, &folds, base),
+            gap: opened.gap,
+            tail: fold_segments(&opened.tail, &folds, base),
+        }
+    };
+    Some(Compacted {
+        view: CaptureView {
+            outline,
+            ..view.clone()
+        },
+        folds,
+    })
+}
+
+/// The outline with its similar runs opened into their lines, where they can be read (from
+/// the capture's buffers or the spill) within [`OPEN_MAX_BYTES`] in all: a similar run is a
+/// template's lines, and folding it as a template lets it fold with the lines of other
+/// templates it interleaves with, under one kind of marker. A run that cannot be read, or
+/// that holds a highlighter candidate, stays the outline's fold (and breaks template folds),
+/// so no line is ever in two markers.
+fn open_similar_runs(view: &CaptureView<'_>) -> OutlineView {
+    let mut lines = Lines::new(view);
+    let mut budget = OPEN_MAX_BYTES;
+    let mut open = |segments: &[Segment], mut at: u64| {
+        let mut out = Vec::with_capacity(segments.len());
+        for seg in segments {
+            let start = at;
+            at += seg.bytes;
+            if seg.fold != Fold::Similar || seg.candidates > 0 || seg.bytes > budget {
+                out.push(seg.clone());
+                continue;
+            }
+            match run_lines(&mut lines, seg, start) {
+                Some(opened) => {
+                    budget -= seg.bytes;
+                    out.extend(opened);
+                }
+                None => out.push(seg.clone()),
+            }
+        }
+        out
+    };
+    let outline = &view.outline;
+    let head = open(&outline.head, 0);
+    let tail_bytes: u64 = outline.tail.iter().map(|seg| seg.bytes).sum();
+    let tail_start = if outline.is_complete() {
+        outline.head.iter().map(|seg| seg.bytes).sum()
+    } else {
+        view.total_bytes.saturating_sub(tail_bytes)
+    };
+    let tail = open(&outline.tail, tail_start);
+    OutlineView {
+        head,
+        gap: outline.gap,
+        tail,
+    }
+}
+
+/// The lines of the similar run `run`, which starts at output byte `at`, as one-line
+/// segments; `None` when one cannot be read or is not like the run's first line.
+fn run_lines(lines: &mut Lines<'_, '_>, run: &Segment, mut at: u64) -> Option<Vec<Segment>> {
+    let mut out = Vec::with_capacity(run.lines as usize);
+    for n in run.first..=run.last_line() {
+        let line = lines.at(at, run.bytes as usize)?;
+        if !run.head.is_whole() || !similar(&run.head.text, &line.text) {
+            return None;
+        }
+        at += line.len + 1;
+        out.push(Segment {
+            first: n,
+            lines: 1,
+            bytes: line.len + 1,
+            candidates: 0,
+            fold: Fold::Line,
+            head: line,
+            last: LineText::default(),
+            ended: true,
+        });
+    }
+    Some(out)
+}
+
+/// The folds whose markers start at the view's lines `shown`, as the JSON describes them, in
+/// the spill's numbering (`base` lines before the view).
+pub(super) fn described(folds: &[template::Fold], shown: &[u64], base: u64) -> Vec<TemplateFold> {
+    folds
+        .iter()
+        .filter(|fold| shown.contains(&fold.first))
+        .map(|fold| TemplateFold {
+            first: base + fold.first,
+            last: base + fold.last,
+            templates: fold
+                .groups
+                .iter()
+                .map(|g| FoldTemplate {
+                    text: g.text.clone(),
+                    count: g.count,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Whether the output costs at least [`COMPACT_FROM_TOKENS`] tokens: counted when the capture
+/// holds it whole; otherwise its head or tail alone reaching the threshold says so, and short
+/// of that the head's tokens per byte over the whole output's bytes are the estimate.
+fn above_threshold(view: &CaptureView<'_>) -> bool {
+    let count = |bytes: &[u8]| crate::engine::tokens::count(&String::from_utf8_lossy(bytes));
+    let head = count(view.head);
+    if view.is_whole() || head >= COMPACT_FROM_TOKENS {
+        return head >= COMPACT_FROM_TOKENS;
+    }
+    if count(view.tail) >= COMPACT_FROM_TOKENS {
+        return true;
+    }
+    let estimate = head as u128 * view.total_bytes as u128 / view.head.len().max(1) as u128;
+    estimate >= COMPACT_FROM_TOKENS as u128
+}
+
+/// The templates of the segments' lines, and each line's template. Only a whole, ended
+/// [`Fold::Line`] segment is a line the planner may fold; any other segment, and the gap
+/// where the outline dropped the middle, is a line without a template, so no fold spans it.
+fn learnt(segments: &[&Segment]) -> (Learner, Vec<LineTemplate>) {
+    let mut learner = Learner::new(Limits::default());
+    let lines = segments
+        .iter()
+        .map(|seg| {
+            let foldable = seg.fold == Fold::Line && seg.ended && seg.head.is_whole();
+            LineTemplate {
+                line: seg.first,
+                template: if foldable {
+                    learner.learn(&seg.head.text)
+                } else {
+                    None
+                },
+            }
+        })
+        .collect();
+    (learner, lines)
+}
+
+/// Lines that must stay shown: those the highlight patterns match, each candidate's block
+/// (its lines before and after), and any segment holding a candidate.
+fn kept_lines(view: &CaptureView<'_>, segments: &[&Segment]) -> HashSet<u64> {
+    let mut keep: HashSet<u64> = view
+        .findings
+        .candidates
+        .iter()
+        .flat_map(|c| c.first_line()..=c.line + c.after.len() as u64)
+        .collect();
+    for seg in segments {
+        let matched = view
+            .highlights
+            .is_some_and(|patterns| patterns.is_match(&seg.head.text));
+        if seg.candidates > 0 || matched {
+            keep.extend(seg.first..=seg.last_line());
+        }
+    }
+    keep
+}
+
+/// `segments` with each fold's lines replaced by its marker segment (see the module's doc).
+fn fold_segments(segments: &[Segment], folds: &[template::Fold], base: u64) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::with_capacity(segments.len());
+    let mut folds = folds.iter().peekable();
+    let mut open: Option<Segment> = None;
+    for seg in segments {
+        while folds.next_if(|f| f.last < seg.first).is_some() {}
+        let inside = folds
+            .peek()
+            .is_some_and(|f| f.first <= seg.first && seg.first <= f.last);
+        if !inside {
+            out.extend(open.take());
+            out.push(seg.clone());
+            continue;
+        }
+        let fold = folds.peek().expect("a fold holds the segment");
+        match &mut open {
+            Some(marker) if marker.first == fold.first => {
+                marker.lines += 1;
+                marker.bytes += seg.bytes;
+            }
+            _ => {
+                out.extend(open.take());
+                open = Some(marker_segment(fold, seg, base));
+            }
+        }
+    }
+    out.extend(open);
+    out
+}
+
+/// The segment that stands for `fold`, starting with its first line `seg`.
+fn marker_segment(fold: &template::Fold, seg: &Segment, base: u64) -> Segment {
+    let numbered = template::Fold {
+        first: base + fold.first,
+        last: base + fold.last,
+        groups: fold.groups.clone(),
+    };
+    let text = fold_text(&numbered);
+    Segment {
+        first: seg.first,
+        lines: 1,
+        bytes: seg.bytes,
+        candidates: 0,
+        fold: Fold::Line,
+        head: LineText {
+            len: text.len() as u64,
+            text,
+        },
+        last: LineText::default(),
+        ended: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::capture::{Capture, Limits, SpillPolicy};
+    use crate::program::CliSteps;
+    use crate::protocol::{Direction, Preview};
+    use crate::storage::spill::DataDir;
+
+    fn preview(text: &str, spill: bool, compact: bool) -> Preview {
+        let policy = if spill {
+            let dir = tempfile::tempdir().unwrap().keep();
+            SpillPolicy::Always(DataDir::open(&dir).unwrap())
+        } else {
+            SpillPolicy::Never
+        };
+        let mut c = Capture::new(Limits::default(), policy);
+        c.write(text);
+        c.finish();
+        let view = c.view();
+        Preview::build_compacting(
+            &view,
+            Direction::Both,
+            &CliSteps,
+            None,
+            super::super::Offset::default(),
+            compact,
+        )
+    }
+
+    /// 300 passing tests with one failure among them, as cargo prints them.
+    fn test_run() -> String {
+        let mut text = String::from("running 301 tests\n");
+        for i in 0..301 {
+            if i == 150 {
+                text.push_str("test ledger::tests::balance_150 ... FAILED\n");
+            } else {
+                text.push_str(&format!("test ledger::tests::case_{i} ... ok\n"));
+            }
+        }
+        text.push_str("\ntest result: FAILED. 300 passed; 1 failed; 0 ignored\n");
+        text
+    }
+
+    #[test]
+    fn alike_lines_fold_around_the_failure_and_the_summary() {
+        let text = test_run();
+        let p = preview(&text, true, true);
+        assert!(p.truncated);
+        assert_eq!(p.truncated_by, None);
+        assert!(
+            p.content.starts_with(
+                "running 301 tests\ntest ledger::tests::case_0 ... ok\n\
+                 [... 149 more lines like \"test <*> ... ok\", lines 3-151 ...]\n\
+                 test ledger::tests::balance_150 ... FAILED\n\
+                 test ledger::tests::case_151 ... ok\n\
+                 [... 149 more lines like \"test <*> ... ok\", lines 154-302 ...]\n\n\
+                 test result: FAILED. 300 passed; 1 failed; 0 ignored\n\n[spillway: output compacted"
+            ),
+            "{}",
+            p.content
+        );
+        assert!(p.content.len() * 5 < text.len(), "{}", p.content.len());
+        // The JSON says the same, for a client that reads facts, not text.
+        let folds: Vec<(u64, u64, &str, u64)> = p
+            .folds
+            .iter()
+            .map(|f| {
+                (
+                    f.first,
+                    f.last,
+                    f.templates[0].text.as_str(),
+                    f.templates[0].count,
+                )
+            })
+            .collect();
+        assert_eq!(
+            folds,
+            [
+                (3, 151, "test <*> ... ok", 149),
+                (154, 302, "test <*> ... ok", 149)
+            ]
+        );
+    }
+
+    #[test]
+    fn off_small_or_unsaved_outputs_are_shown_as_they_are() {
+        let text = test_run();
+        for p in [preview(&text, true, false), preview(&text, false, true)] {
+            assert!(!p.truncated);
+            assert_eq!(p.content, text);
+        }
+        let small: String = (0..40).map(|i| format!("test t{i} ... ok\n")).collect();
+        assert_eq!(preview(&small, true, true).content, small);
+    }
+}
