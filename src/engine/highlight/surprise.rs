@@ -78,6 +78,8 @@ pub(super) struct Surprise {
     /// The last line ended (cut), when it ended in an earlier piece.
     last: Option<Context>,
     held: Vec<Held>,
+    /// Whether the lines now lie in a key block (see [`Surprise::armoured`]).
+    in_key_block: bool,
 }
 
 impl Surprise {
@@ -89,6 +91,7 @@ impl Surprise {
             recent: [0; AROUND],
             last: None,
             held: Vec::with_capacity(HELD),
+            in_key_block: false,
         }
     }
 
@@ -108,8 +111,8 @@ impl Surprise {
             } else {
                 Some(Cow::Owned(format!("{carry}{}", &text[..end])))
             };
-            self.line_ended(line.as_deref(), shape, before);
-            before = match line {
+            let offered = self.line_ended(line.as_deref(), shape, before);
+            before = match line.filter(|_| offered) {
                 Some(Cow::Borrowed(line)) => Before::Here(Some((line, shape))),
                 // Begun in an earlier piece: kept now, as the line before the next.
                 Some(Cow::Owned(line)) => {
@@ -130,16 +133,19 @@ impl Surprise {
     pub(super) fn finish(&mut self, carry: &str, cut: bool) {
         if !carry.is_empty() || cut {
             let shape = self.shaper.finish();
-            self.line_ended((!cut).then_some(carry), shape, Before::Earlier);
+            let _ = self.line_ended((!cut).then_some(carry), shape, Before::Earlier);
         }
     }
 
     /// Counts a line that ended (`None`: too long to keep) and holds it if its shape is new.
-    fn line_ended(&mut self, line: Option<&str>, shape: u64, before: Before<'_>) {
+    /// Returns whether it was offered as a line (not too long, not in a key block).
+    fn line_ended(&mut self, line: Option<&str>, shape: u64, before: Before<'_>) -> bool {
         self.ended += 1;
         let number = self.ended;
         let new = self.count(shape) == 0;
         self.bump(shape);
+        // A key block's lines are rare by nature; none is offered, as a needle or its context.
+        let line = line.filter(|line| !self.armoured(line));
         self.give_context(number, line, shape);
         if let Some(text) = line.filter(|t| new && t.len() <= MAX_HIGHLIGHT_BYTES) {
             if !text.trim().is_empty() {
@@ -152,6 +158,24 @@ impl Surprise {
         }
         self.recent.rotate_left(1);
         self.recent[AROUND - 1] = shape;
+        line.is_some()
+    }
+
+    /// Whether `line` belongs to a PEM key block (`-----BEGIN ...` to `-----END ...`),
+    /// following the block as lines end. Its lines are each rare, and shown one by one, away
+    /// from the rest of their block, the redaction of previews could not tell them for what
+    /// they are (it redacts a block it sees begin).
+    fn armoured(&mut self, line: &str) -> bool {
+        let line = line.trim_start();
+        if line.starts_with("-----BEGIN ") {
+            self.in_key_block = true;
+            return true;
+        }
+        if line.starts_with("-----END ") {
+            self.in_key_block = false;
+            return true;
+        }
+        self.in_key_block
     }
 
     /// Gives the line just ended to the held lines it follows closely: its shape to their
@@ -349,6 +373,28 @@ mod tests {
             !lines.iter().any(|l| l.starts_with("odd line")),
             "{lines:?}"
         );
+    }
+
+    #[test]
+    fn no_line_of_a_key_block_is_a_needle_or_its_context() {
+        let mut text: String = (0..100).map(|i| format!("ok {i} - fine\n")).collect();
+        text.push_str(
+            "$ cat legacy.key\n-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n",
+        );
+        text.push_str("MIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n");
+        text.extend((0..100).map(|i| format!("ok {i} - fine\n")));
+        let found = needles(&text, 9);
+        let shown: Vec<&String> = found
+            .iter()
+            .flat_map(|c| c.before.iter().chain([&c.text]).chain(&c.after))
+            .collect();
+        assert!(
+            shown.iter().any(|l| l.as_str() == "$ cat legacy.key"),
+            "{shown:?}"
+        );
+        for line in ["-----BEGIN", "Proc-Type", "MIIE", "-----END"] {
+            assert!(!shown.iter().any(|l| l.starts_with(line)), "{shown:?}");
+        }
     }
 
     #[test]
