@@ -13,9 +13,9 @@
 
 use std::borrow::Cow;
 
-use crate::engine::template::shape::Shaper;
+use crate::engine::template::shape::shape_key;
 
-use super::{Candidate, MAX_HIGHLIGHT_BYTES};
+use super::{CARRY_BYTES, Candidate, MAX_HIGHLIGHT_BYTES};
 
 /// Counters per row of the table; two rows.
 const TABLE: usize = 4096;
@@ -70,12 +70,12 @@ struct Held {
 #[derive(Debug)]
 pub(super) struct Surprise {
     counts: Box<[[u16; TABLE]; 2]>,
-    shaper: Shaper,
     /// Lines ended so far.
     ended: u64,
     /// The shapes of the last [`AROUND`] lines, oldest first.
     recent: [u64; AROUND],
-    /// The last line ended (cut), when it ended in an earlier piece.
+    /// The line before the next one, when it ended in an earlier piece (`None`: too long to
+    /// show whole, or in a key block).
     last: Option<Context>,
     held: Vec<Held>,
     /// Whether the lines now lie in a key block (see [`Surprise::armoured`]).
@@ -86,7 +86,6 @@ impl Surprise {
     pub(super) fn new() -> Surprise {
         Surprise {
             counts: Box::new([[0; TABLE]; 2]),
-            shaper: Shaper::default(),
             ended: 0,
             recent: [0; AROUND],
             last: None,
@@ -102,8 +101,6 @@ impl Surprise {
         let mut start = 0;
         let mut before = Before::Earlier;
         for end in memchr::memchr_iter(b'\n', bytes) {
-            self.shaper.feed(&bytes[start..end]);
-            let shape = self.shaper.finish();
             let line: Option<Cow<'_, str>> = if start > 0 || (carry.is_empty() && !cut) {
                 Some(Cow::Borrowed(&text[start..end]))
             } else if cut {
@@ -111,6 +108,7 @@ impl Surprise {
             } else {
                 Some(Cow::Owned(format!("{carry}{}", &text[..end])))
             };
+            let shape = line.as_deref().map_or(LONG, shape_of);
             let offered = self.line_ended(line.as_deref(), shape, before);
             before = match line.filter(|_| offered) {
                 Some(Cow::Borrowed(line)) => Before::Here(Some((line, shape))),
@@ -126,13 +124,12 @@ impl Surprise {
         if let Before::Here(line) = before {
             self.last = line.and_then(|(text, shape)| context(text, shape));
         }
-        self.shaper.feed(&bytes[start..]);
     }
 
     /// Ends the output: a last line without a newline is a line.
     pub(super) fn finish(&mut self, carry: &str, cut: bool) {
         if !carry.is_empty() || cut {
-            let shape = self.shaper.finish();
+            let shape = if cut { LONG } else { shape_of(carry) };
             let _ = self.line_ended((!cut).then_some(carry), shape, Before::Earlier);
         }
     }
@@ -147,14 +144,14 @@ impl Surprise {
         // A key block's lines are rare by nature; none is offered, as a needle or its context.
         let line = line.filter(|line| !self.armoured(line));
         self.give_context(number, line, shape);
-        if let Some(text) = line.filter(|t| new && t.len() <= MAX_HIGHLIGHT_BYTES) {
-            if !text.trim().is_empty() {
-                let before = match before {
-                    Before::Here(line) => line.and_then(|(text, shape)| context(text, shape)),
-                    Before::Earlier => self.last.take(),
-                };
-                self.hold(number, text, shape, before);
-            }
+        let worth_holding =
+            |t: &&str| new && t.len() <= MAX_HIGHLIGHT_BYTES && !t.trim().is_empty();
+        if let Some(text) = line.filter(worth_holding) {
+            let before = match before {
+                Before::Here(line) => line.and_then(|(text, shape)| context(text, shape)),
+                Before::Earlier => self.last.take(),
+            };
+            self.hold(number, text, shape, before);
         }
         self.recent.rotate_left(1);
         self.recent[AROUND - 1] = shape;
@@ -198,8 +195,12 @@ impl Surprise {
 
     fn hold(&mut self, line: u64, text: &str, shape: u64, before: Option<Context>) {
         if self.held.len() == HELD {
-            let worst = (0..self.held.len())
-                .min_by_key(|&i| self.worth(&self.held[i]))
+            // A line no longer rare goes first, found without weighing the others.
+            let worst = self
+                .held
+                .iter()
+                .position(|h| self.count(h.shape) > RARE)
+                .or_else(|| (0..self.held.len()).min_by_key(|&i| self.worth(&self.held[i])))
                 .unwrap_or(0);
             self.held.remove(worst);
         }
@@ -277,6 +278,20 @@ impl Surprise {
         let (a, b) = slots(shape);
         self.counts[0][a] = self.counts[0][a].saturating_add(1);
         self.counts[1][b] = self.counts[1][b].saturating_add(1);
+    }
+}
+
+/// The shape of every line too long for the highlighter to carry whole between pieces: such a
+/// line is never a needle nor shown as context, and one shape for all keeps a line's shape
+/// independent of where the output's pieces split it.
+const LONG: u64 = u64::MAX;
+
+/// The shape of a line, [`LONG`] past [`CARRY_BYTES`].
+fn shape_of(line: &str) -> u64 {
+    if line.len() > CARRY_BYTES {
+        LONG
+    } else {
+        shape_key(line)
     }
 }
 
