@@ -11,6 +11,7 @@
 
 mod kind;
 mod patterns;
+mod surprise;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -19,6 +20,7 @@ use crate::engine::normalise::count_newlines;
 pub use kind::kind_of;
 use patterns::CandidateLine;
 pub use patterns::{BadPattern, CandidateLines, Patterns};
+use surprise::Surprise;
 
 /// Candidates kept at each end of the output.
 pub const KEEP: usize = 16;
@@ -55,6 +57,9 @@ pub struct Candidate {
     pub after: Vec<String>,
     /// A root cause, not a restatement.
     pub strong: bool,
+    /// Rare among frequent lines (see [`surprise`]): a needle whether a pattern names it or
+    /// not.
+    pub surprising: bool,
 }
 
 impl Candidate {
@@ -109,6 +114,8 @@ pub struct Highlighter {
     /// would replace the one before, so only those left at the end of the text are kept, with
     /// their context (see [`Highlighter::keep_deferred`]).
     deferred: VecDeque<(usize, usize)>,
+    /// Lines rare among frequent ones, found in the same pass.
+    surprise: Surprise,
 }
 
 /// Candidates kept because they are the first of their kind: a crowd of one error cannot push
@@ -146,6 +153,7 @@ impl Highlighter {
             found_starts: Vec::new(),
             ended: 0,
             deferred: VecDeque::with_capacity(KEEP),
+            surprise: Surprise::new(),
         }
     }
 
@@ -165,6 +173,7 @@ impl Highlighter {
             count_newlines(text),
             "the caller's count is wrong"
         );
+        self.surprise.write(text, &self.carry, self.carry_cut);
         let mut rest = text;
         let mut ended = self.ended;
         self.ended += newlines;
@@ -198,6 +207,7 @@ impl Highlighter {
     /// Ends the stream: a last line without a newline is a line. Returns whether it is a
     /// candidate.
     pub fn finish(&mut self) -> bool {
+        self.surprise.finish(&self.carry, self.carry_cut);
         let found =
             (!self.carry.is_empty() || self.carry_cut) && self.end_carried_line(self.ended + 1);
         // No block goes on past the output's end.
@@ -224,6 +234,29 @@ impl Highlighter {
         let mut all: Vec<&Candidate> = self.kept.iter().chain(self.latest.iter()).collect();
         all.sort_by_key(|c| c.line);
         all
+    }
+
+    /// What was found so far: the kept candidates and the needles by surprise, in output
+    /// order (a line that is both is one candidate, marked surprising), and how many lines
+    /// the patterns matched.
+    pub fn findings(&self) -> Findings {
+        let mut candidates: Vec<Candidate> = self.candidates().into_iter().cloned().collect();
+        for needle in self.surprise.needles() {
+            match candidates.binary_search_by_key(&needle.line, |c| c.line) {
+                Ok(i) => {
+                    let c = &mut candidates[i];
+                    c.surprising = true;
+                    if c.before.is_empty() {
+                        c.before = needle.before;
+                    }
+                }
+                Err(i) => candidates.insert(i, needle),
+            }
+        }
+        Findings {
+            candidates,
+            found: self.found,
+        }
     }
 
     /// The patterns in use.
@@ -446,6 +479,7 @@ impl Highlighter {
             before: Vec::new(),
             after: Vec::new(),
             strong,
+            surprising: false,
         });
         candidate.line = line;
         candidate.text.clear();
@@ -788,6 +822,48 @@ mod tests {
         ) {
             let line = words.concat();
             proptest::prop_assert!(prefilter_covers(&line), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn patterns_match_after_indentation_and_box_prefixes() {
+        let text = "  running build_ext\n\
+                    \x20 src/fastsum.c:5:32: error: 'scale' undeclared (first use in this function)\n\
+                    \x20     5 |     return PyLong_FromLong(n * scale);\n\
+                    done\n\
+                    \x20 │ error: command '/usr/bin/gcc' failed with exit code 1\n\
+                    ║ ValueError: bad value\n\
+                    > \tFAILED tests/a.py::b - AssertionError\n\
+                    \x20   make: *** [all] Error 2\n";
+        let got = lines(&[text]);
+        let numbers: Vec<u64> = got.iter().map(|(n, _, _)| *n).collect();
+        assert_eq!(numbers, [2, 5, 6, 7, 8]);
+        let weak: Vec<u64> = got.iter().filter(|c| !c.2).map(|c| c.0).collect();
+        assert_eq!(weak, [8]);
+        // Its block comes with it, as at column 0.
+        assert_eq!(
+            found(&[text])[0].after,
+            ["      5 |     return PyLong_FromLong(n * scale);"]
+        );
+    }
+
+    #[test]
+    fn routine_indented_lines_are_not_candidates() {
+        for line in [
+            "    raise ValueError(msg)",
+            "  --> src/lib.rs:3:5",
+            "      5 |     let error = 1;",
+            "    at Object.<anonymous> (/app/a.js:3:9)",
+            "  File \"/a/b.py\", line 3, in f",
+            "  │ exit code: 1",
+            "    errors.rs:3 has no errors",
+            "  = note: error handling is explained in the book",
+            "    npm ERR! found only at a line's start",
+            "  Traceback (most recent call last):",
+            "|   E   found only at a line's start",
+        ] {
+            assert!(!Patterns::defaults().is_match(line), "{line}");
+            assert!(found(&[&format!("{line}\n")]).is_empty(), "{line}");
         }
     }
 

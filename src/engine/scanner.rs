@@ -95,10 +95,7 @@ impl SharedScanner {
         let findings = s
             .highlighter
             .as_ref()
-            .map_or_else(Findings::default, |h| Findings {
-                candidates: h.candidates().into_iter().cloned().collect(),
-                found: h.found(),
-            });
+            .map_or_else(Findings::default, Highlighter::findings);
         (findings, s.outline.view(s.last_is_candidate))
     }
 

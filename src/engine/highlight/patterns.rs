@@ -66,7 +66,8 @@ pub(super) const STRONG: &[&str] = &[
     r"definitely lost: [1-9]",
     // the process itself
     r"(?-u:\b)(Segmentation fault|Bus error|Illegal instruction|Aborted)( \(core dumped\))?$",
-    r"^Killed$|[0-9]+ Killed(?-u:\b)",
+    r"^Killed$",
+    r"[0-9]+ Killed(?-u:\b)",
     r": (command not found|Permission denied|No such file or directory)$",
     // containers
     r"(?-u:\b)(OOMKilled|CrashLoopBackOff|ImagePullBackOff|ErrImagePull)(?-u:\b)",
@@ -88,6 +89,30 @@ pub(super) const WEAK: &[&str] = &[
     r"(?-u:\b)Build failed(?-u:\b)",
     r"^\* What went wrong:",
 ];
+
+/// What may come before a line's own start: indentation, and the prefixes other tools put
+/// before the lines they pass on (a box's `│ ` or `║`, a `| ` or `> ` quote), in any mix. A
+/// pattern anchored at a line's start matches after it, so a compiler error that pip prints
+/// indented inside its output box is found as it is at column 0: the patterns are a prior on
+/// what a line says, not on where a tool happens to print it.
+pub(super) const LINE_PREFIX: &str = r"(?:[ \t]|[│┃║╎┆┊>|] ?)*";
+
+/// `pattern` with its anchor at a line's start (a leading `^`) moved past a [`LINE_PREFIX`],
+/// unless the prefilter only finds its line at column 0 (one of [`LINE_STARTS`]): a pattern
+/// matched where the prefilter never looks would make whether a line is found depend on the
+/// search, not on the line.
+pub(super) fn after_prefix(pattern: &str) -> String {
+    match pattern.strip_prefix('^') {
+        Some(rest) if !found_at_column_zero_only(rest) => format!("^{LINE_PREFIX}(?:{rest})"),
+        _ => pattern.to_string(),
+    }
+}
+
+/// Whether an anchored pattern (its text after the `^`) needs one of [`LINE_STARTS`].
+fn found_at_column_zero_only(rest: &str) -> bool {
+    let literal = rest.replace(" {3}", "   ").replace('\\', "");
+    LINE_STARTS.iter().any(|l| literal.starts_with(l))
+}
 
 /// What the default patterns need, literally, anywhere in a line: a search for these alone runs
 /// at memory speed (a SIMD multi-literal search), and only the lines that hold one are tried
@@ -251,7 +276,7 @@ impl Patterns {
         let all: Vec<String> = STRONG
             .iter()
             .chain(WEAK)
-            .map(|p| format!("(?:{p})"))
+            .map(|p| format!("(?:{})", after_prefix(p)))
             .chain(extra.iter().map(|p| format!("(?:{p})")))
             .collect();
         let build = |patterns: &[String]| {
@@ -269,7 +294,7 @@ impl Patterns {
                 pattern: all.join("|"),
                 reason: e.to_string(),
             })?;
-        let weak: Vec<String> = WEAK.iter().map(|p| p.to_string()).collect();
+        let weak: Vec<String> = WEAK.iter().map(|p| after_prefix(p)).collect();
         Ok(Patterns {
             any,
             // A user's pattern may need none of the literals: then every line is tried.

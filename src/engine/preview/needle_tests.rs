@@ -177,3 +177,50 @@ fn a_partial_line_never_starts_or_ends_inside_a_token() {
         head.content
     );
 }
+
+/// A linter's routine findings, several kinds of each, numbered as the linter numbers lines.
+fn routine_finding(i: usize) -> String {
+    let message = [
+        "E501 line too long (88 > 79 characters)",
+        "W291 trailing whitespace",
+        "E231 missing whitespace after ','",
+        "E302 expected 2 blank lines, found 1",
+    ][i % 4];
+    format!("settings.py:{}:{}: {message}\n", i / 3 + 1, i % 7 + 1)
+}
+
+#[test]
+fn a_line_no_pattern_names_is_shown_when_it_is_rare_among_routine_ones() {
+    let needle = "settings.py:172:12: F821 undefined name 'undefined_total'\n";
+    let mut text: String = (0..850).map(routine_finding).collect();
+    text.push_str(needle);
+    text.extend((850..1700).map(routine_finding));
+    for (lines, bytes) in [(2000, 51200), (100, 4096), (50, 2048)] {
+        let p = preview(&text, lines, bytes);
+        assert!(p.truncated);
+        assert!(p.content.contains(needle), "{lines}/{bytes}: {}", p.content);
+        // It is shown at its own line number, as one of the lines shown.
+        assert!(p.shown.iter().any(|r| r.first <= 851 && 851 <= r.last));
+        // It is not said to look like an error: no pattern matches it.
+        assert_eq!(more_count(&p), 0);
+    }
+}
+
+#[test]
+fn a_surprising_needle_comes_before_a_restatement_when_room_is_short() {
+    // One failed test among 3,000 passing, after a dozen restatements of failures (make's,
+    // each of its own kind, but all of one shape, so none is surprising), all far from the
+    // ends: more than the highlights' room holds, which takes the failure first.
+    // Too few letters for the outline to fold them as a similar run.
+    let ok = |i: usize| format!("ok {i} - t{i}\n");
+    let mut text: String = (0..1000).map(ok).collect();
+    for i in 0..12 {
+        let target = format!("t{}1", name(i + 100));
+        text.push_str(&format!("make: *** [{target}] Error 1\n"));
+        text.extend((1000 + i * 10..1010 + i * 10).map(ok));
+    }
+    text.push_str("not ok 1500 - t1500\n");
+    text.extend((1500..3000).map(ok));
+    let p = preview(&text, 50, 2048);
+    assert!(p.content.contains("not ok 1500 - t1500\n"), "{}", p.content);
+}

@@ -48,21 +48,56 @@ pub(super) fn choose_highlights(
     };
     let mut chosen: Vec<Highlight> = Vec::new();
     let mut kinds = shown.clone();
-    for strong in [true, false] {
-        for &c in inside.iter().filter(|c| c.strong == strong) {
-            let kind = kind_of(&c.text);
-            if !kinds.contains(&kind) && take(c, omitted, &mut budget, &mut chosen) {
-                kinds.insert(kind);
-            }
+    for c in ranked(&inside) {
+        let kind = kind_of(&c.text);
+        if !kinds.contains(&kind) && take(c, omitted, &mut budget, &mut chosen) {
+            kinds.insert(kind);
         }
     }
     let (strong, weak): (Vec<&Candidate>, Vec<&Candidate>) =
-        inside.into_iter().partition(|c| c.strong);
+        inside.into_iter().partition(|c| c.strong || c.surprising);
     for c in spread(&strong).into_iter().chain(spread(&weak)) {
         take(c, omitted, &mut budget, &mut chosen);
     }
     chosen.sort_by_key(|h| h.first);
     chosen
+}
+
+/// Lines each side of a pattern's candidate within which a surprising line is near a sign of
+/// failure.
+const NEAR: u64 = 5;
+
+/// `inside` (in output order) best first: root causes that are also surprising, then root
+/// causes, surprising lines near a pattern's candidate, other surprising lines, restatements
+/// (a rare line is likelier the cause than a line that says a failure happened).
+/// Root causes and restatements keep output order (the first of a kind is its cause);
+/// surprising lines go latest first, as nearer the end is nearer the failure.
+fn ranked<'a>(inside: &[&'a Candidate]) -> Vec<&'a Candidate> {
+    let near_a_sign = |c: &Candidate| {
+        inside.iter().any(|o| {
+            o.line != c.line && (o.strong || !o.surprising) && o.line.abs_diff(c.line) <= NEAR
+        })
+    };
+    let tier = |c: &Candidate| match (c.strong, c.surprising) {
+        (true, true) => 0,
+        (true, false) => 1,
+        (false, true) if near_a_sign(c) => 2,
+        (false, true) => 3,
+        (false, false) => 4,
+    };
+    let mut ranked: Vec<(u8, u64, &Candidate)> = inside
+        .iter()
+        .map(|&c| {
+            let order = if c.surprising && !c.strong {
+                u64::MAX - c.line
+            } else {
+                c.line
+            };
+            (tier(c), order, c)
+        })
+        .collect();
+    ranked.sort_by_key(|&(tier, order, _)| (tier, order));
+    ranked.into_iter().map(|(_, _, c)| c).collect()
 }
 
 /// Adds `c` as a block (or, when that does not fit, as its line alone) unless it overlaps a

@@ -24,6 +24,7 @@ mod fold;
 mod pattern;
 mod ranges;
 mod render;
+pub mod shape;
 mod token;
 
 #[cfg(test)]

@@ -1,0 +1,483 @@
+//! Needles by surprise: a line whose shape (its words apart from numbers, names and paths, as
+//! the template learner reads them) is rare among frequent ones is likely the one that matters,
+//! whatever its wording: one `F821 undefined name` among 1,700 routine style findings, the one
+//! `not ok 213` among 300 `ok` lines. No pattern names them; their rarity does.
+//!
+//! It runs in the highlighter's one pass, in bounded memory: every line's shape is counted in
+//! a fixed table (a count-min sketch: a collision can only make a line look more frequent, so
+//! it can cost a needle, never make one up), and the first line of each new shape is offered to
+//! a bounded buffer of candidates, with the shapes of the lines around it and a few of those
+//! lines. Whether a candidate is a needle is decided when asked, from the counts by then: a
+//! shape that later became frequent (the first of 300 `ok` lines) stops being surprising, and
+//! a rare line counts only among frequent neighbours (a prose paragraph is all rare lines).
+
+use std::borrow::Cow;
+
+use crate::engine::template::shape::shape_key;
+
+use super::{CARRY_BYTES, Candidate, MAX_HIGHLIGHT_BYTES};
+
+/// Counters per row of the table; two rows.
+const TABLE: usize = 4096;
+
+/// Candidates held at once; when full, the least surprising (then the oldest) makes room.
+pub(super) const HELD: usize = 32;
+
+/// A shape seen at most this often is rare.
+const RARE: u16 = 2;
+
+/// A candidate's neighbourhood must hold a shape seen at least this often: it is rare among
+/// frequent lines.
+const FREQUENT: u16 = 8;
+
+/// Lines each side whose shapes make a candidate's neighbourhood.
+const AROUND: usize = 3;
+
+/// Lines after a candidate kept with it (those that belong to it: an indented frame or
+/// location, or rare lines), and bytes of each line of context kept.
+const AFTER_LINES: usize = 3;
+const CONTEXT_LINE_BYTES: usize = 512;
+
+/// A line of context, whole (at most [`CONTEXT_LINE_BYTES`]), and its shape.
+#[derive(Debug, Clone)]
+struct Context {
+    text: String,
+    shape: u64,
+}
+
+/// Where the line before the one that ends lies: in an earlier piece (kept as
+/// [`Surprise::last`]), or in this one (`None`: too long to keep).
+#[derive(Debug, Clone, Copy)]
+enum Before<'a> {
+    Earlier,
+    Here(Option<(&'a str, u64)>),
+}
+
+/// A line whose shape was new when it came.
+#[derive(Debug, Clone)]
+struct Held {
+    line: u64,
+    text: String,
+    shape: u64,
+    /// The shapes of the [`AROUND`] lines before it and after it (0: no such line yet).
+    around: [u64; 2 * AROUND],
+    /// The line just before it, and those after it (up to [`AFTER_LINES`]).
+    before: Option<Context>,
+    after: Vec<Context>,
+}
+
+/// Counts shapes and holds the lines whose shape was new, for [`Surprise::needles`].
+#[derive(Debug)]
+pub(super) struct Surprise {
+    counts: Box<[[u16; TABLE]; 2]>,
+    /// Lines ended so far.
+    ended: u64,
+    /// The shapes of the last [`AROUND`] lines, oldest first.
+    recent: [u64; AROUND],
+    /// The line before the next one, when it ended in an earlier piece (`None`: too long to
+    /// show whole, or in a key block).
+    last: Option<Context>,
+    held: Vec<Held>,
+    /// Whether the lines now lie in a key block (see [`Surprise::armoured`]).
+    in_key_block: bool,
+}
+
+impl Surprise {
+    pub(super) fn new() -> Surprise {
+        Surprise {
+            counts: Box::new([[0; TABLE]; 2]),
+            ended: 0,
+            recent: [0; AROUND],
+            last: None,
+            held: Vec::with_capacity(HELD),
+            in_key_block: false,
+        }
+    }
+
+    /// Takes the next piece of output. `carry` is the start of the line in progress before
+    /// this piece (as the highlighter keeps it, `cut` when it was too long to keep whole).
+    pub(super) fn write(&mut self, text: &str, carry: &str, cut: bool) {
+        let bytes = text.as_bytes();
+        let mut start = 0;
+        let mut before = Before::Earlier;
+        for end in memchr::memchr_iter(b'\n', bytes) {
+            let line: Option<Cow<'_, str>> = if start > 0 || (carry.is_empty() && !cut) {
+                Some(Cow::Borrowed(&text[start..end]))
+            } else if cut {
+                None
+            } else {
+                Some(Cow::Owned(format!("{carry}{}", &text[..end])))
+            };
+            let shape = line.as_deref().map_or(LONG, shape_of);
+            let offered = self.line_ended(line.as_deref(), shape, before);
+            before = match line.filter(|_| offered) {
+                Some(Cow::Borrowed(line)) => Before::Here(Some((line, shape))),
+                // Begun in an earlier piece: kept now, as the line before the next.
+                Some(Cow::Owned(line)) => {
+                    self.last = context(&line, shape);
+                    Before::Earlier
+                }
+                None => Before::Here(None),
+            };
+            start = end + 1;
+        }
+        if let Before::Here(line) = before {
+            self.last = line.and_then(|(text, shape)| context(text, shape));
+        }
+    }
+
+    /// Ends the output: a last line without a newline is a line.
+    pub(super) fn finish(&mut self, carry: &str, cut: bool) {
+        if !carry.is_empty() || cut {
+            let shape = if cut { LONG } else { shape_of(carry) };
+            let _ = self.line_ended((!cut).then_some(carry), shape, Before::Earlier);
+        }
+    }
+
+    /// Counts a line that ended (`None`: too long to keep) and holds it if its shape is new.
+    /// Returns whether it was offered as a line (not too long, not in a key block).
+    fn line_ended(&mut self, line: Option<&str>, shape: u64, before: Before<'_>) -> bool {
+        self.ended += 1;
+        let number = self.ended;
+        let new = self.count(shape) == 0;
+        self.bump(shape);
+        // A key block's lines are rare by nature; none is offered, as a needle or its context.
+        let line = line.filter(|line| !self.armoured(line));
+        self.give_context(number, line, shape);
+        let worth_holding =
+            |t: &&str| new && t.len() <= MAX_HIGHLIGHT_BYTES && !t.trim().is_empty();
+        if let Some(text) = line.filter(worth_holding) {
+            let before = match before {
+                Before::Here(line) => line.and_then(|(text, shape)| context(text, shape)),
+                Before::Earlier => self.last.take(),
+            };
+            self.hold(number, text, shape, before);
+        }
+        self.recent.rotate_left(1);
+        self.recent[AROUND - 1] = shape;
+        line.is_some()
+    }
+
+    /// Whether `line` belongs to a PEM key block (`-----BEGIN ...` to `-----END ...`),
+    /// following the block as lines end. Its lines are each rare, and shown one by one, away
+    /// from the rest of their block, the redaction of previews could not tell them for what
+    /// they are (it redacts a block it sees begin).
+    fn armoured(&mut self, line: &str) -> bool {
+        let line = line.trim_start();
+        if line.starts_with("-----BEGIN ") {
+            self.in_key_block = true;
+            return true;
+        }
+        if line.starts_with("-----END ") {
+            self.in_key_block = false;
+            return true;
+        }
+        self.in_key_block
+    }
+
+    /// Gives the line just ended to the held lines it follows closely: its shape to their
+    /// neighbourhood, and its text to their context while it is next.
+    fn give_context(&mut self, number: u64, line: Option<&str>, shape: u64) {
+        for h in self.held.iter_mut().rev() {
+            let Some(k) = number.checked_sub(h.line + 1).map(|k| k as usize) else {
+                continue;
+            };
+            if k >= AROUND {
+                break;
+            }
+            h.around[AROUND + k] = shape;
+            let next = line.filter(|_| k == h.after.len() && k < AFTER_LINES);
+            if let Some(context) = next.and_then(|text| context(text, shape)) {
+                h.after.push(context);
+            }
+        }
+    }
+
+    fn hold(&mut self, line: u64, text: &str, shape: u64, before: Option<Context>) {
+        if self.held.len() == HELD {
+            // A line no longer rare goes first, found without weighing the others.
+            let worst = self
+                .held
+                .iter()
+                .position(|h| self.count(h.shape) > RARE)
+                .or_else(|| (0..self.held.len()).min_by_key(|&i| self.worth(&self.held[i])))
+                .unwrap_or(0);
+            self.held.remove(worst);
+        }
+        let mut around = [0; 2 * AROUND];
+        around[..AROUND].copy_from_slice(&self.recent);
+        self.held.push(Held {
+            line,
+            text: text.to_string(),
+            shape,
+            around,
+            before: before.filter(|_| line > 1),
+            after: Vec::new(),
+        });
+    }
+
+    /// How well a held line keeps its place, from the counts so far: rare, then among
+    /// frequent lines, then late (nearer the end of the output).
+    fn worth(&self, h: &Held) -> (bool, u16, u64) {
+        (
+            self.count(h.shape) <= RARE,
+            self.neighbourhood(h).min(FREQUENT),
+            h.line,
+        )
+    }
+
+    /// The count of the most frequent shape around a held line.
+    fn neighbourhood(&self, h: &Held) -> u16 {
+        h.around
+            .iter()
+            .filter(|&&s| s != 0)
+            .map(|&s| self.count(s))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The needles by the counts so far: the held lines still rare among frequent ones, in
+    /// output order, each with the lines around it that belong to it: the line before when
+    /// it is rare too, and those after it while they are rare or indented (a report's first
+    /// frames, an error's location line).
+    pub(super) fn needles(&self) -> Vec<Candidate> {
+        let rare = |c: &Context| self.count(c.shape) <= RARE && !c.text.trim().is_empty();
+        self.held
+            .iter()
+            .filter(|h| self.count(h.shape) <= RARE && self.neighbourhood(h) >= FREQUENT)
+            .map(|h| Candidate {
+                line: h.line,
+                text: h.text.clone(),
+                before: h
+                    .before
+                    .iter()
+                    .filter(|c| rare(c))
+                    .map(|c| c.text.clone())
+                    .collect(),
+                after: h
+                    .after
+                    .iter()
+                    .take_while(|c| {
+                        rare(c) || (c.text.starts_with([' ', '\t']) && !c.text.trim().is_empty())
+                    })
+                    .map(|c| c.text.clone())
+                    .collect(),
+                strong: false,
+                surprising: true,
+            })
+            .collect()
+    }
+
+    /// How often `shape` was seen (at least).
+    fn count(&self, shape: u64) -> u16 {
+        let (a, b) = slots(shape);
+        self.counts[0][a].min(self.counts[1][b])
+    }
+
+    fn bump(&mut self, shape: u64) {
+        let (a, b) = slots(shape);
+        self.counts[0][a] = self.counts[0][a].saturating_add(1);
+        self.counts[1][b] = self.counts[1][b].saturating_add(1);
+    }
+}
+
+/// The shape of every line too long for the highlighter to carry whole between pieces: such a
+/// line is never a needle nor shown as context, and one shape for all keeps a line's shape
+/// independent of where the output's pieces split it.
+const LONG: u64 = u64::MAX;
+
+/// The shape of a line, [`LONG`] past [`CARRY_BYTES`].
+fn shape_of(line: &str) -> u64 {
+    if line.len() > CARRY_BYTES {
+        LONG
+    } else {
+        shape_key(line)
+    }
+}
+
+/// Where a shape counts in each row of the table.
+fn slots(shape: u64) -> (usize, usize) {
+    (shape as usize % TABLE, (shape >> 32) as usize % TABLE)
+}
+
+/// A line of context, unless it is too long to show whole (a cut line shown as a line would
+/// say what is not so).
+fn context(text: &str, shape: u64) -> Option<Context> {
+    (text.len() <= CONTEXT_LINE_BYTES).then(|| Context {
+        text: text.to_string(),
+        shape,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Highlighter, Patterns};
+    use super::*;
+    use crate::engine::normalise::count_newlines;
+
+    /// The needles of `text` fed in pieces of `size` bytes (at char boundaries).
+    fn needles(text: &str, size: usize) -> Vec<Candidate> {
+        let mut h = Highlighter::new(Patterns::defaults());
+        let mut at = 0;
+        while at < text.len() {
+            let end = (at + size.min(text.len() - at)..=text.len())
+                .find(|&e| text.is_char_boundary(e))
+                .unwrap();
+            h.write(&text[at..end], count_newlines(&text[at..end]));
+            at = end;
+        }
+        h.finish();
+        h.surprise.needles()
+    }
+
+    fn tap(failing: usize, total: usize) -> String {
+        let mut text = String::from("TAP version 13\n");
+        for i in 1..=total {
+            if i == failing {
+                text.push_str(&format!(
+                    "not ok {i} - rounds price {}\n  ---\n  location: 'price.test.js:{i}:1'\n  ...\n",
+                    i - 1
+                ));
+            } else {
+                text.push_str(&format!(
+                    "# Subtest: rounds price {i}\nok {i} - rounds price {i}\n"
+                ));
+            }
+        }
+        text.push_str(&format!("1..{total}\n# pass {}\n# fail 1\n", total - 1));
+        text
+    }
+
+    #[test]
+    fn a_rare_line_in_the_middle_of_a_crowd_is_a_needle_with_what_belongs_to_it() {
+        let text = tap(1500, 3000);
+        let number = 1 + 2 * 1499 + 1;
+        for size in [7, 4096, text.len()] {
+            let found = needles(&text, size);
+            let needle = found
+                .iter()
+                .find(|c| c.line == number)
+                .expect("the failing test");
+            assert_eq!(needle.text, "not ok 1500 - rounds price 1499");
+            assert!(needle.surprising && !needle.strong);
+            assert_eq!(
+                needle.after,
+                ["  ---", "  location: 'price.test.js:1500:1'", "  ..."],
+                "piece size {size}"
+            );
+            // The routine lines are not needles, however rare their first instance was.
+            assert!(
+                found.iter().all(|c| !c.text.starts_with("ok ")),
+                "{found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_shape_that_became_frequent_is_not_surprising() {
+        let mut text: String = (0..200).map(|i| format!("ok {i} - fine\n")).collect();
+        text.push_str("odd line 7\n");
+        text.extend((0..100).map(|i| format!("ok {i} - fine\n")));
+        text.push_str("strange thing happened\n");
+        text.extend((0..100).map(|i| format!("ok {i} - fine\n")));
+        text.extend((0..50).map(|i| format!("odd line {i}\n")));
+        let found = needles(&text, 1000);
+        let lines: Vec<&str> = found.iter().map(|c| c.text.as_str()).collect();
+        assert!(lines.contains(&"strange thing happened"), "{lines:?}");
+        assert!(
+            !lines.iter().any(|l| l.starts_with("odd line")),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn no_line_of_a_key_block_is_a_needle_or_its_context() {
+        let mut text: String = (0..100).map(|i| format!("ok {i} - fine\n")).collect();
+        text.push_str(
+            "$ cat legacy.key\n-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n",
+        );
+        text.push_str("MIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n");
+        text.extend((0..100).map(|i| format!("ok {i} - fine\n")));
+        let found = needles(&text, 9);
+        let shown: Vec<&String> = found
+            .iter()
+            .flat_map(|c| c.before.iter().chain([&c.text]).chain(&c.after))
+            .collect();
+        assert!(
+            shown.iter().any(|l| l.as_str() == "$ cat legacy.key"),
+            "{shown:?}"
+        );
+        for line in ["-----BEGIN", "Proc-Type", "MIIE", "-----END"] {
+            assert!(!shown.iter().any(|l| l.starts_with(line)), "{shown:?}");
+        }
+    }
+
+    #[test]
+    fn prose_has_no_needles() {
+        let text: String = (0..500)
+            .map(|i| format!("{} said something else here\n", letters(i)))
+            .collect();
+        assert!(needles(&text, 100).is_empty());
+    }
+
+    /// A word of letters only, other for each `i`.
+    fn letters(mut i: usize) -> String {
+        let mut s = String::new();
+        loop {
+            s.push((b'a' + (i % 26) as u8) as char);
+            i /= 26;
+            if i == 0 {
+                return s;
+            }
+        }
+    }
+
+    fn line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            8 => (0u32..1000).prop_map(|n| format!("ok {n} - routine step")),
+            2 => "[a-z]{1,6}( [a-z]{1,6}){0,3}",
+            1 => (0u32..9).prop_map(|n| format!("  at frame {n} /src/a.rs")),
+            1 => Just(String::new()),
+            1 => (2100usize..2300).prop_map(|n| "w ".repeat(n)),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Memory stays bounded whatever the output, every needle is a real line of it at
+        /// the line number it gives (and so is its context), and how the output is cut into
+        /// pieces changes nothing.
+        #[test]
+        fn needles_are_real_lines_bounded_and_the_same_however_cut(
+            lines in proptest::collection::vec(line(), 0..600),
+            size in 1usize..5000,
+            newline_at_end in proptest::bool::ANY,
+        ) {
+            let mut text = lines.join("\n");
+            if newline_at_end && !text.is_empty() {
+                text.push('\n');
+            }
+            let mut h = Highlighter::new(Patterns::defaults());
+            h.write(&text, count_newlines(&text));
+            h.finish();
+            proptest::prop_assert!(h.surprise.held.len() <= HELD);
+            let whole = h.surprise.needles();
+            let spill: Vec<&str> = text.split('\n').collect();
+            for c in &whole {
+                let at = c.line as usize - 1;
+                proptest::prop_assert_eq!(spill[at], c.text.as_str());
+                for (k, b) in c.before.iter().enumerate() {
+                    proptest::prop_assert_eq!(spill[at - c.before.len() + k], b.as_str());
+                }
+                for (k, a) in c.after.iter().enumerate() {
+                    proptest::prop_assert_eq!(spill[at + 1 + k], a.as_str());
+                }
+            }
+            let cut = needles(&text, size);
+            proptest::prop_assert_eq!(
+                cut.iter().map(|c| (c.line, &c.text, &c.before, &c.after)).collect::<Vec<_>>(),
+                whole.iter().map(|c| (c.line, &c.text, &c.before, &c.after)).collect::<Vec<_>>()
+            );
+        }
+    }
+}
