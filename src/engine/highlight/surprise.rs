@@ -37,6 +37,11 @@ const AROUND: usize = 3;
 /// location, or rare lines), and bytes of each line of context kept.
 const AFTER_LINES: usize = 3;
 const CONTEXT_LINE_BYTES: usize = 512;
+/// Output past which shapes are no longer counted: a line's shape costs about 20 instructions
+/// a byte, several times the rest of the capture, so surprise covers the outputs agents read
+/// whole (a test run, a linter's findings, a build: up to a few MiB) and leaves a huge one at
+/// the capture's full speed, its needles then found by the patterns alone.
+pub(super) const MAX_BYTES: u64 = 4 << 20;
 
 /// A line of context, whole (at most [`CONTEXT_LINE_BYTES`]), and its shape.
 #[derive(Debug, Clone)]
@@ -80,6 +85,8 @@ pub(super) struct Surprise {
     held: Vec<Held>,
     /// Whether the lines now lie in a key block (see [`Surprise::armoured`]).
     in_key_block: bool,
+    /// Bytes of output taken, up to [`MAX_BYTES`].
+    taken: u64,
 }
 
 impl Surprise {
@@ -91,12 +98,17 @@ impl Surprise {
             last: None,
             held: Vec::with_capacity(HELD),
             in_key_block: false,
+            taken: 0,
         }
     }
 
     /// Takes the next piece of output. `carry` is the start of the line in progress before
     /// this piece (as the highlighter keeps it, `cut` when it was too long to keep whole).
     pub(super) fn write(&mut self, text: &str, carry: &str, cut: bool) {
+        if self.taken >= MAX_BYTES {
+            return;
+        }
+        self.taken += text.len() as u64;
         let bytes = text.as_bytes();
         let mut start = 0;
         let mut before = Before::Earlier;
@@ -128,7 +140,7 @@ impl Surprise {
 
     /// Ends the output: a last line without a newline is a line.
     pub(super) fn finish(&mut self, carry: &str, cut: bool) {
-        if !carry.is_empty() || cut {
+        if self.taken < MAX_BYTES && (!carry.is_empty() || cut) {
             let shape = if cut { LONG } else { shape_of(carry) };
             let _ = self.line_ended((!cut).then_some(carry), shape, Before::Earlier);
         }
@@ -371,6 +383,36 @@ mod tests {
                 "{found:?}"
             );
         }
+    }
+
+    #[test]
+    fn shapes_are_counted_over_the_output_s_first_mib_only() {
+        let crowd = |from: usize, n: usize| -> String {
+            (from..from + n)
+                .map(|i| format!("ok {i} - routine step done\n"))
+                .collect()
+        };
+        let per_line = crowd(0, 1).len();
+        let early = format!(
+            "{}strange thing happened\n{}",
+            crowd(0, 500),
+            crowd(500, 500)
+        );
+        assert!(
+            needles(&early, 4096)
+                .iter()
+                .any(|c| c.text == "strange thing happened")
+        );
+        let past = MAX_BYTES as usize / per_line + 1;
+        let late = format!(
+            "{}strange thing happened\n{}",
+            crowd(0, past),
+            crowd(past, 500)
+        );
+        assert!(
+            needles(&late, 1 << 16).is_empty(),
+            "past the cap, patterns only"
+        );
     }
 
     #[test]
