@@ -26,6 +26,7 @@ mod local;
 mod local_run;
 pub(crate) mod mcp;
 pub(crate) mod ops;
+mod run_cli;
 pub(crate) mod run_request;
 mod stdin;
 mod words;
