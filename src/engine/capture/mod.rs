@@ -14,78 +14,22 @@
 //! lines, `""` is none.
 
 use std::io::Read;
-use std::path::Path;
 
-use crate::engine::highlight::{Findings, Patterns};
+use crate::engine::highlight::Patterns;
 use crate::engine::normalise::count_newlines;
-use crate::engine::outline::OutlineView;
 use crate::engine::scanner::SharedScanner;
 use crate::engine::tokens::{self, Sampler};
 use crate::protocol::SpillCap;
 use crate::storage::spill::{DataDir, SpillFile};
 
-/// Default preview line limit.
-pub const DEFAULT_MAX_LINES: usize = 2000;
-/// Default preview byte limit (50 KiB).
-pub const DEFAULT_MAX_BYTES: usize = 51200;
-/// Largest accepted line limit.
-pub const MAX_MAX_LINES: usize = 1_000_000;
-/// Largest accepted byte limit (64 MiB): capture holds about twice this in memory.
-pub const MAX_MAX_BYTES: usize = 64 << 20;
-/// Default cap on one spill file (1 GiB): `yes` left running must not fill the disk.
-pub const DEFAULT_MAX_SPILL: u64 = 1 << 30;
+mod limits;
+mod view;
 
-/// Preview limits: whichever is hit first truncates the output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    max_lines: usize,
-    max_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_lines: DEFAULT_MAX_LINES,
-            max_bytes: DEFAULT_MAX_BYTES,
-        }
-    }
-}
-
-/// A limit outside its accepted range.
-#[derive(Debug, thiserror::Error)]
-#[error("{name} must be between 1 and {max}, got {value}")]
-pub struct BadLimit {
-    name: &'static str,
-    max: usize,
-    value: u64,
-}
-
-impl Limits {
-    /// Checks both limits: zero would show nothing, and past the caps memory would balloon.
-    pub fn new(max_lines: u64, max_bytes: u64) -> Result<Limits, BadLimit> {
-        Ok(Limits {
-            max_lines: check("max_lines", max_lines, MAX_MAX_LINES)?,
-            max_bytes: check("max_bytes", max_bytes, MAX_MAX_BYTES)?,
-        })
-    }
-
-    /// Most lines a preview shows.
-    pub fn max_lines(&self) -> usize {
-        self.max_lines
-    }
-
-    /// Most bytes of output a preview shows (its notice and marker excluded).
-    pub fn max_bytes(&self) -> usize {
-        self.max_bytes
-    }
-}
-
-fn check(name: &'static str, value: u64, max: usize) -> Result<usize, BadLimit> {
-    match usize::try_from(value) {
-        Ok(v) if (1..=max).contains(&v) => Ok(v),
-        _ => Err(BadLimit { name, max, value }),
-    }
-}
+pub use limits::{
+    BadLimit, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, DEFAULT_MAX_SPILL, Limits, MAX_MAX_BYTES,
+    MAX_MAX_LINES,
+};
+pub use view::{CaptureView, SpillProblem};
 
 /// When a spill file is created.
 #[derive(Debug)]
@@ -480,62 +424,6 @@ fn open_spill(dir: &DataDir) -> Spill {
     match dir.create_spill() {
         Ok(file) => Spill::Open(file),
         Err(e) => Spill::Failed(e.to_string()),
-    }
-}
-
-/// Why the spill file does not hold the whole output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpillProblem<'a> {
-    /// The file could not be created at all.
-    NotCreated { error: &'a str },
-    /// Writing stopped after `written` bytes.
-    Incomplete { written: u64, error: &'a str },
-}
-
-/// A borrowed snapshot of a capture, for building a preview.
-#[derive(Debug, Clone)]
-pub struct CaptureView<'a> {
-    /// The limits the capture was sized for.
-    pub limits: Limits,
-    /// The first bytes of the output, at most `max_bytes`.
-    pub head: &'a [u8],
-    /// The last bytes of the output, at most `max_bytes`.
-    pub tail: &'a [u8],
-    /// Whether `tail` begins at the start of a line.
-    pub tail_at_line_start: bool,
-    pub total_bytes: u64,
-    pub total_lines: u64,
-    /// Length of line 1 without its newline (so far, if it has not ended).
-    pub first_line_bytes: u64,
-    /// Length of the last line without its newline.
-    pub last_line_bytes: u64,
-    pub spill_path: Option<&'a Path>,
-    /// Where in the spill file this output starts: 0 but for a capture of part of a spill
-    /// ([`crate::engine::snapshot::RangeCapture`]).
-    pub spill_from: u64,
-    /// Bytes already in the spill file (counted from the file's start), which a preview may
-    /// read back.
-    pub spill_in_file: u64,
-    pub spill_problem: Option<SpillProblem<'a>>,
-    /// Set when the spill file reached its cap and stopped growing.
-    pub spill_capped: Option<SpillCap>,
-    /// The patterns of lines that look like errors, when highlights are on.
-    pub highlights: Option<&'a Patterns>,
-    /// The lines found to match them so far.
-    pub findings: Findings,
-    /// The output folded, its middle dropped once it no longer fits (see [`crate::engine::outline`]).
-    pub outline: OutlineView,
-}
-
-impl CaptureView<'_> {
-    /// Whether the head holds the whole output.
-    pub fn is_whole(&self) -> bool {
-        self.head.len() as u64 == self.total_bytes
-    }
-
-    /// Whether the output ends with a newline.
-    pub fn ends_with_newline(&self) -> bool {
-        self.tail.last() == Some(&b'\n')
     }
 }
 
