@@ -15,7 +15,7 @@ use crate::client::args::{OutputArgs, RedactFlag, parse_duration};
 use crate::client::calls::{self, RunAnswer};
 use crate::client::exit::{exit_code, print_exit};
 use crate::client::interrupt::RunEvents;
-use crate::client::live_stream::stream;
+use crate::client::live_stream::{echo_json, stream};
 use crate::client::ops::print_json;
 use crate::client::words::cli::{end_line, fell_behind, running_line};
 use crate::client::words::tables::ps_table;
@@ -309,8 +309,7 @@ pub fn follow(args: FollowArgs) -> Result<ExitCode> {
     loop {
         let event = connection.next_event()?;
         if json {
-            out.write_all(event.to_line().as_bytes())?;
-            out.flush()?;
+            echo_json(&mut out, &event)?;
         }
         let text = match &event {
             Event::Output(output) => Some(output.text.as_str()),

@@ -26,8 +26,7 @@ pub(crate) fn stream(connection: &mut RunEvents, raw: bool, json: bool) -> Resul
     loop {
         let event = connection.next_event()?;
         if json {
-            out.write_all(event.to_line().as_bytes())?;
-            out.flush()?;
+            echo_json(&mut out, &event)?;
         }
         let text = match &event {
             Event::Started(started) => {
@@ -160,4 +159,10 @@ impl Status {
         }
         Ok(())
     }
+}
+
+/// Prints `event` as its JSON line, at once: `--json` streams events as they come.
+pub(crate) fn echo_json(out: &mut impl Write, event: &Event) -> io::Result<()> {
+    out.write_all(event.to_line().as_bytes())?;
+    out.flush()
 }

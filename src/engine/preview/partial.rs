@@ -1,6 +1,7 @@
 //! A line too long for the budget, shown in part: the start of a head's line or the end of a
 //! tail's, cut at a character boundary and, where one is near, at a token boundary.
 
+use super::compact::is_fold_marker;
 use crate::engine::capture::CaptureView;
 use crate::engine::outline::Segment;
 use crate::protocol::PartialLine;
@@ -61,7 +62,8 @@ pub(super) fn next_in_part(
     next: Option<&&Segment>,
     room: usize,
 ) -> Option<Partial> {
-    let next = next?;
+    // A fold's marker stands for many lines, not one line to show in part.
+    let next = next.filter(|seg| !is_fold_marker(seg))?;
     if room * 5 <= view.limits.max_bytes() || (next.head.len as usize) < room {
         return None;
     }

@@ -332,9 +332,7 @@ fn select(
     if wants_head && head.count == 0 && total > 0 && head_budget > 0 {
         s.head_partial = Some(partial(view, true, head_budget));
     } else if direction == Direction::Head && head.lines < max_lines {
-        // A fold's marker stands for many lines, not one to show in part.
-        let next = front.get(head.count).filter(|seg| !is_fold_marker(seg));
-        s.head_partial = next_in_part(view, &s.head, next, max_bytes - head.bytes);
+        s.head_partial = next_in_part(view, &s.head, front.get(head.count), max_bytes - head.bytes);
     }
     let (head_lines, head_bytes) = match &s.head_partial {
         Some(p) => (1, p.end - p.start),
