@@ -21,7 +21,10 @@ use std::collections::HashSet;
 use super::lines::Lines;
 use crate::engine::capture::CaptureView;
 use crate::engine::outline::{Fold, LineText, OutlineView, Segment, similar};
-use crate::engine::template::{self, Learner, Limits, LineTemplate, fold_text, plan_folds};
+use crate::engine::redact::Redactor;
+use crate::engine::template::{
+    self, Learner, Limits, LineTemplate, TemplateId, fold_text, plan_folds,
+};
 use crate::protocol::{FoldTemplate, TemplateFold};
 
 /// Below this many o200k tokens an output is shown as it is (rule 1: small stays whole).
@@ -63,6 +66,7 @@ pub(super) fn compact<'a>(view: &CaptureView<'a>, base: u64) -> Option<Compacted
     let opened = open_similar_runs(view);
     let segments: Vec<&Segment> = opened.segments().collect();
     let (learner, lines) = learnt(&segments);
+    let lines = without_quoted_secrets(lines, &learner);
     let keep = kept_lines(view, &segments);
     let folds = plan_folds(&lines, &learner, view.total_lines, &|n| keep.contains(&n));
     if folds.is_empty() {
@@ -218,6 +222,27 @@ fn learnt(segments: &[&Segment]) -> (Learner, Vec<LineTemplate>) {
     (learner, lines)
 }
 
+/// The lines given without a template where the template holds what redaction hides (a
+/// password the same on every line): a marker quotes its template and is not redacted, so those
+/// lines stay lines, which are.
+fn without_quoted_secrets(mut lines: Vec<LineTemplate>, learner: &Learner) -> Vec<LineTemplate> {
+    let redactor = Redactor::builtin();
+    let secret: HashSet<TemplateId> = learner
+        .templates()
+        .filter(|(_, t)| {
+            let text = t.text();
+            redactor.redact(&text).text != text
+        })
+        .map(|(id, _)| id)
+        .collect();
+    for line in &mut lines {
+        if line.template.is_some_and(|id| secret.contains(&id)) {
+            line.template = None;
+        }
+    }
+    lines
+}
+
 /// Lines that must stay shown: those the highlight patterns match, each candidate's block
 /// (its lines before and after), and any segment holding a candidate.
 fn kept_lines(view: &CaptureView<'_>, segments: &[&Segment]) -> HashSet<u64> {
@@ -318,6 +343,23 @@ mod tests {
             super::super::Offset::default(),
             compact,
         )
+    }
+
+    #[test]
+    fn lines_whose_template_holds_a_secret_are_not_folded() {
+        let token = "ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ";
+        let text: String = (0..400)
+            .map(|i| format!("step {i}: sending {token} now\n"))
+            .collect();
+        let mut p = preview(&text, true, true);
+        assert!(p.folds.is_empty(), "{:?}", p.folds);
+        p.redact(crate::engine::redact::Redactor::builtin());
+        assert!(!p.content.contains(token), "{}", p.content);
+        // The same lines with a number where the token was fold as before.
+        let text: String = (0..400)
+            .map(|i| format!("step {i}: sending {i} now\n"))
+            .collect();
+        assert!(!preview(&text, true, true).folds.is_empty());
     }
 
     /// 300 passing tests with one failure among them, as cargo prints them.
