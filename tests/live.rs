@@ -348,7 +348,9 @@ fn a_text_stream_stops_at_its_byte_limit_and_the_exit_still_comes() {
     };
     assert_eq!(exit["total_lines"], 200000, "{}", exit["status"]);
     assert!(streamed.len() >= 1000, "{}", streamed.len());
-    assert!(streamed.len() < 1000 + 64 * 1024, "{}", streamed.len());
+    // The event that reaches the limit comes whole: at most one event (256 KiB) past it, far
+    // short of the 1.3 MB output.
+    assert!(streamed.len() < 1000 + 256 * 1024, "{}", streamed.len());
     let expected: String = (1..=200000).map(|n| format!("{n}\n")).collect();
     assert!(
         expected.starts_with(&streamed),
