@@ -416,7 +416,9 @@ fn a_process_that_leaves_its_run_is_stopped_at_the_run_end() {
 }
 
 /// A background child that the terminal's hangup ends as its command exits is named by its
-/// command line, read while it lived, never by its zombie's name (`[sleep]`).
+/// command line, read while it lived, never by its zombie's name (`[sleep]`). The command
+/// lasts a second, so the daemon's looks (25, 75, 175, 375 and 775 ms in) see the child even
+/// when a loaded machine starts the shell late.
 #[test]
 fn a_child_the_hangup_ends_is_named_by_its_command_line() {
     let daemon = daemon(Mode::Cgroup);
@@ -424,7 +426,7 @@ fn a_child_the_hangup_ends_is_named_by_its_command_line() {
     let token = token(150);
     guard.0.push(token.clone());
     let request = json!({"v": 1, "op": "run",
-                         "shell": format!("sleep {token} & echo PID=$!; sleep 0.3"),
+                         "shell": format!("sleep {token} & echo PID=$!; sleep 1"),
                          "cwd": "/", "tty": true});
     let exit = daemon.client().run_to_exit(&request);
     let escapee = announced(exit["spill_path"].as_str().unwrap(), 1)[0];
