@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::protocol::StoppedProcess;
+use crate::protocol::{LimitHit, Resource, StoppedProcess};
 
 /// Bytes in binary units, as `--memory` takes them (`64.0 MiB`).
 pub fn human_bytes(bytes: u64) -> String {
@@ -51,4 +51,36 @@ pub fn first_server(stopped: &[StoppedProcess]) -> Option<(&StoppedProcess, u16)
     stopped
         .iter()
         .find_map(|p| p.ports.first().map(|&port| (p, port)))
+}
+
+/// The line that says the run reached a limit, for a reader who raises it with `raise` (on
+/// the command line `--memory SIZE`, through MCP `memory="SIZE"`).
+pub fn limit_reached(hit: &LimitHit, raise: &str) -> String {
+    match hit.resource {
+        Resource::Memory => format!(
+            "[spillway: the run reached its memory limit of {}: the kernel's OOM killer ended \
+             {} (SIGKILL). Raise it with {raise}]",
+            human_bytes(hit.limit),
+            plural(hit.events, "process", "processes")
+        ),
+        Resource::Pids => format!(
+            "[spillway: the run reached its limit of {} processes: {} refused \
+             (fork failed with EAGAIN). Raise it with {raise}]",
+            hit.limit,
+            plural(hit.events, "fork was", "forks were")
+        ),
+        Resource::Cpu => format!(
+            "[spillway: the run reached its cpu limit of {} ({} times)]",
+            hit.limit, hit.events
+        ),
+    }
+}
+
+/// `n` things, in the singular or the plural.
+fn plural(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
 }

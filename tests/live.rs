@@ -92,14 +92,13 @@ fn yield_returns_a_partial_preview_and_wait_the_final_one() {
         "--yield",
         "1s",
         "-c",
-        "for i in 1 2 3 4 5; do echo step $i; sleep 1; done",
+        "for i in 1 2 3 4 5; do echo step $i; sleep 2; done",
     ]);
     let took = begun.elapsed();
+    // Exit 75 and no "step 4" (written 6 s in) say the yield came before the end; no upper
+    // bound on the time, which a loaded machine would stretch.
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_millis(3500),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_millis(900), "{took:?}");
     assert!(stdout(&out).starts_with("step 1\n"), "{}", stdout(&out));
     assert!(!stdout(&out).contains("step 4"), "{}", stdout(&out));
     let note = stderr(&out);

@@ -232,8 +232,9 @@ fn check_envelope(line: &str) -> Result<&'static str, ErrorEvent> {
 /// `serde_json`'s message without its "at line 1 column N" (always line 1 here).
 fn without_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
-    match text.rfind(" at line ") {
-        Some(at) => text[..at].to_string(),
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&position) {
+        Some(message) => message.to_string(),
         None => text,
     }
 }

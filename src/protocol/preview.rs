@@ -90,6 +90,18 @@ pub struct Preview {
     /// stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<[usize; 2]>,
+    /// The bytes of `content`, `[start, end)`, of the lines that say a limit stopped or held
+    /// back the run, worded from the exit's `limits_hit` for the command line (`--memory`): a
+    /// front end words the same facts with its own names there ([`Preview::reword_limits`]).
+    /// Absent when no limit was reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits_at: Option<[usize; 2]>,
+    /// Where the output's own text ends and the notice of a cut preview begins (the line
+    /// break before its blank line), as the engine wrote it; whatever changes the text before
+    /// it moves it. Not on the wire, whose shape is fixed: only the daemon redacts, and it
+    /// holds the preview the engine made.
+    #[serde(skip)]
+    pub notice_at: Option<usize>,
     /// The template folds `content` shows, in order (`--compact`); left out of the JSON when
     /// there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

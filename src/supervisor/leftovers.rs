@@ -13,7 +13,7 @@
 //! for its `bash` tool and puts its line there instead.
 
 use crate::protocol::{LimitHit, Preview, StoppedProcess};
-use crate::supervisor::limits::hit_notice;
+use crate::supervisor::limits::hit_lines;
 use crate::words::{first_server, stopped_processes};
 
 /// The notice line for the command line, or `None` when nothing was stopped.
@@ -40,7 +40,8 @@ pub fn cli_notice(stopped: &[StoppedProcess]) -> Option<String> {
 }
 
 /// Appends the end's notice lines to a preview: what was stopped (and where that line
-/// stands, in `stopped_at`), the limits reached, and a `note` on limits that did not hold.
+/// stands, in `stopped_at`), the limits reached (where, in `limits_at`), and a `note` on
+/// limits that did not hold.
 pub fn annotate(
     preview: &mut Preview,
     stopped: &[StoppedProcess],
@@ -51,12 +52,12 @@ pub fn annotate(
         let start = append(preview, &line);
         preview.stopped_at = Some([start, start + line.len()]);
     }
-    for line in limits_hit
-        .iter()
-        .map(hit_notice)
-        .chain(note.map(str::to_string))
-    {
-        append(preview, &line);
+    if let Some(lines) = hit_lines(limits_hit) {
+        let start = append(preview, &lines);
+        preview.limits_at = Some([start, start + lines.len()]);
+    }
+    if let Some(note) = note {
+        append(preview, note);
     }
 }
 
@@ -119,10 +120,21 @@ mod tests {
             limit: 4,
             events: 2,
         };
-        annotate(&mut preview, &stopped, &[pids], Some("[spillway: a note]"));
+        annotate(
+            &mut preview,
+            &stopped,
+            std::slice::from_ref(&pids),
+            Some("[spillway: a note]"),
+        );
         let [start, end] = preview.stopped_at.unwrap();
         assert_eq!(&preview.content[..start], "served\n");
         assert_eq!(preview.content[start..end], cli_notice(&stopped).unwrap());
+        let [from, to] = preview.limits_at.unwrap();
+        assert_eq!(from, end + 1, "the limits' lines follow the stopped line");
+        assert_eq!(
+            preview.content[from..to],
+            crate::supervisor::limits::hit_lines(&[pids]).unwrap()
+        );
         assert!(preview.content.ends_with("[spillway: a note]\n"));
         annotate(&mut preview, &[], &[], Some("[spillway: recorded late]"));
         assert_eq!(

@@ -9,7 +9,7 @@
 //! limits are then not enforced, and the run's notice says so rather than pretend.
 
 use crate::protocol::{LimitHit, Resource};
-use crate::words::human_bytes;
+use crate::words::{human_bytes, limit_reached};
 
 /// A run's ceilings; `None` is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -139,33 +139,22 @@ impl Enforcement {
     }
 }
 
-/// The line that says a limit stopped or held back the run.
-pub fn hit_notice(hit: &LimitHit) -> String {
-    match hit.resource {
-        Resource::Memory => format!(
-            "[spillway: the run reached its memory limit of {}: the kernel's OOM killer ended \
-             {} (SIGKILL). Raise it with --memory SIZE if the command needs more]",
-            human_bytes(hit.limit),
-            plural(hit.events, "process", "processes")
-        ),
-        Resource::Pids => format!(
-            "[spillway: the run reached its limit of {} processes: {} refused \
-             (fork failed with EAGAIN). Raise it with --pids N]",
-            hit.limit,
-            plural(hit.events, "fork was", "forks were")
-        ),
-        Resource::Cpu => format!(
-            "[spillway: the run reached its cpu limit of {} ({} times)]",
-            hit.limit, hit.events
-        ),
-    }
+/// The lines that say which limits stopped or held back the run, worded for the command line,
+/// or `None` when none was reached.
+pub fn hit_lines(hits: &[LimitHit]) -> Option<String> {
+    let lines: Vec<String> = hits
+        .iter()
+        .map(|hit| limit_reached(hit, cli_flag(hit.resource)))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
-fn plural(n: u64, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
+/// The command line's flag for a resource's limit.
+fn cli_flag(resource: Resource) -> &'static str {
+    match resource {
+        Resource::Memory => "--memory SIZE",
+        Resource::Pids => "--pids N",
+        Resource::Cpu => "--cpu CORES",
     }
 }
 
@@ -218,7 +207,10 @@ mod tests {
         };
         assert_eq!(limits.hit(Resource::Memory, 0), None);
         let hit = limits.hit(Resource::Memory, 1).unwrap();
-        assert!(hit_notice(&hit).contains("memory limit of 64.0 MiB"));
+        let line = hit_lines(&[hit]).unwrap();
+        assert!(line.contains("memory limit of 64.0 MiB"), "{line}");
+        assert!(line.ends_with("Raise it with --memory SIZE]"), "{line}");
+        assert_eq!(hit_lines(&[]), None);
         assert_eq!(limits.hit(Resource::Pids, 3), None, "no pids limit was set");
         assert!(
             Resources {

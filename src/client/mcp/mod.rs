@@ -123,7 +123,7 @@ fn millis(seconds: Option<f64>, name: &str) -> Result<Option<u64>, String> {
 fn run_result(answer: RunAnswer) -> CallToolResult {
     match answer {
         RunAnswer::Exit(mut exit) => {
-            words::reword(&mut exit.preview, &exit.id, &exit.stopped);
+            words::reword_exit(&mut exit);
             success(words::exit_text(&exit))
         }
         RunAnswer::Running(mut running) => {

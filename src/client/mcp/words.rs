@@ -9,11 +9,11 @@ use std::path::Path;
 use crate::client::words::{self, Ended, ready_reason};
 use crate::engine::redact::notice_line;
 use crate::protocol::{
-    ExitEvent, GrepEvent, HistoryEvent, NextStep, Preview, RunId, RunRecord, RunStatus,
+    ExitEvent, GrepEvent, HistoryEvent, NextStep, Preview, Resource, RunId, RunRecord, RunStatus,
     RunningEvent, SentEvent, ShowEvent, StoppedProcess,
 };
 use crate::storage::grep::MAX_LINE_CHARS;
-use crate::words::{first_server, json_string, stopped_processes};
+use crate::words::{first_server, json_string, limit_reached, stopped_processes};
 
 /// Seconds with one decimal, as the CLI prints durations under a minute.
 fn seconds(ms: u64) -> String {
@@ -27,7 +27,30 @@ pub fn reword(preview: &mut Preview, id: &RunId, stopped: &[StoppedProcess]) {
     if let Some(line) = stopped_line(stopped) {
         preview.reword_stopped(&line);
     }
-    preview.content = preview.reworded(&McpSteps { id: id.clone() });
+    preview.reword_steps(&McpSteps { id: id.clone() });
+}
+
+/// Words a finished run's preview for this server's tools: the limits it reached, what its
+/// end stopped and its next steps, each where the preview's facts say it stands.
+pub fn reword_exit(exit: &mut ExitEvent) {
+    let lines: Vec<String> = exit
+        .limits_hit
+        .iter()
+        .map(|hit| limit_reached(hit, parameter(hit.resource)))
+        .collect();
+    if !lines.is_empty() {
+        exit.preview.reword_limits(&lines.join("\n"));
+    }
+    reword(&mut exit.preview, &exit.id, &exit.stopped);
+}
+
+/// The `bash` tool's parameter for a resource's limit.
+fn parameter(resource: Resource) -> &'static str {
+    match resource {
+        Resource::Memory => "memory=\"SIZE\" (e.g. \"2GiB\")",
+        Resource::Pids => "pids=N",
+        Resource::Cpu => "cpu=CORES",
+    }
 }
 
 /// Words a notice's next steps as calls of the server's own tools (`read_output`,
@@ -297,7 +320,7 @@ mod tests {
     use super::*;
     use crate::engine::capture::{Capture, Limits, SpillPolicy};
     use crate::program::CliSteps;
-    use crate::protocol::Direction;
+    use crate::protocol::{Direction, LimitHit};
     use crate::storage::spill::DataDir;
 
     fn preview(content: &str, total_lines: u64) -> Preview {
@@ -470,6 +493,66 @@ mod tests {
         }
     }
 
+    /// A cut, redacted preview whose run stopped a server and reached two limits: every
+    /// line the run's end added is worded with the `bash` tool's parameters, in place, and
+    /// the output's own text and the notice between stay as they were.
+    #[test]
+    fn the_limits_a_run_reached_are_worded_with_the_tools_parameters() {
+        let mut text = String::from("token=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789\n");
+        text.push_str(&numbered(100));
+        let (cli, _) = both_wordings(&text, 6, Direction::Both, "d");
+        let stopped = vec![server_at(8000)];
+        let limits_hit = vec![
+            LimitHit {
+                resource: Resource::Memory,
+                limit: 64 << 20,
+                events: 1,
+            },
+            LimitHit {
+                resource: Resource::Pids,
+                limit: 8,
+                events: 3,
+            },
+        ];
+        let mut exit = ExitEvent {
+            stopped: stopped.clone(),
+            limits_hit: limits_hit.clone(),
+            preview: cli,
+            ..exit(RunStatus::Signaled, None, Some(9))
+        };
+        crate::supervisor::leftovers::annotate(&mut exit.preview, &stopped, &limits_hit, None);
+        exit.preview
+            .redact(crate::engine::redact::Redactor::builtin());
+        let body = exit.preview.content[..exit.preview.notice_at.unwrap()].to_string();
+        reword_exit(&mut exit);
+        let content = &exit.preview.content;
+        assert!(content.starts_with(&body), "{content}");
+        assert!(content.contains("[redacted: "), "{content}");
+        assert!(
+            content.contains(
+                "memory limit of 64.0 MiB: the kernel's OOM killer ended 1 process (SIGKILL). \
+                 Raise it with memory=\"SIZE\""
+            ),
+            "{content}"
+        );
+        assert!(
+            content
+                .contains("3 forks were refused (fork failed with EAGAIN). Raise it with pids=N]"),
+            "{content}"
+        );
+        assert!(
+            content.contains(&stopped_line(&stopped).unwrap()),
+            "{content}"
+        );
+        assert!(content.contains("call read_output with id="), "{content}");
+        for cli_word in ["--memory", "--pids", "spillway read", "spillway run"] {
+            assert!(!content.contains(cli_word), "{cli_word}: {content}");
+        }
+        let [start, end] = exit.preview.limits_at.unwrap();
+        assert!(content[start..end].starts_with("[spillway: the run reached its memory"));
+        assert!(content[..end].ends_with("Raise it with pids=N]"));
+    }
+
     fn both_wordings(
         text: &str,
         lines: u64,
@@ -564,8 +647,7 @@ mod tests {
             "something was redacted"
         );
         reword(&mut redacted, &id(), &[]);
-        let notice =
-            |p: &Preview| p.content[p.content.rfind("[spillway: output").unwrap()..].to_string();
+        let notice = |p: &Preview| p.content[p.notice_at.unwrap() + 2..].to_string();
         assert!(
             notice(&redacted).starts_with(&notice(&mcp)[..notice(&mcp).len() - 1]),
             "{}",

@@ -31,14 +31,11 @@ use std::path::Path;
 
 use crate::engine::capture::CaptureView;
 use crate::engine::redact::{Redactor, notice_line, unkept_notice_line};
-use crate::protocol::{Counts, Direction, LineRange, NextStep, Preview, moved_span};
+use crate::protocol::{Counts, Direction, LineRange, NextStep, NextSteps, Preview, moved_span};
 
 pub use compact::COMPACT_FROM_TOKENS;
 use render::{render, shown_ranges};
 use select::select_within;
-
-/// What separates a preview's lines from its notice.
-const NOTICE_START: &str = "\n\n[spillway: ";
 
 /// Whether a line of a preview is one of its own markers (an omission, a fold, a highlight's
 /// place, a partial line's size), not a line of output.
@@ -81,18 +78,19 @@ impl Preview {
             redactions: Counts::new(),
             next: None,
             stopped_at: None,
+            limits_at: None,
+            notice_at: None,
             folds: Vec::new(),
         }
     }
 
-    /// The content with its next steps worded by `steps` instead of as sent: the steps are
-    /// replaced where [`NextSteps`] says they stand, so nothing is parsed back out of text.
-    /// Content whose steps are not where they are said to be is left as it is.
-    pub fn reworded(&self, steps: &dyn NextStep) -> String {
-        let (Some(next), Some(spill)) = (&self.next, &self.spill_path) else {
-            return self.content.clone();
+    /// Words the next steps by `steps` instead of as sent, where [`NextSteps`] says they
+    /// stand, so nothing is parsed back out of text; the places after them move with the
+    /// text. A preview whose steps are not where they are said to be is left as it is.
+    pub fn reword_steps(&mut self, steps: &dyn NextStep) {
+        let (Some(next), Some(spill)) = (self.next.clone(), self.spill_path.clone()) else {
+            return;
         };
-        let spill = Path::new(spill);
         let [read_start, read_end] = next.read_at;
         let [search_start, search_end] = next.search_at;
         let fits = read_start <= read_end
@@ -103,38 +101,75 @@ impl Preview {
                 .iter()
                 .all(|&at| self.content.is_char_boundary(at));
         if !fits {
-            return self.content.clone();
+            return;
         }
-        let c = &self.content;
-        format!(
-            "{}{}{}{}{}",
-            &c[..read_start],
-            steps.read_from(spill, next.read_from),
-            &c[read_end..search_start],
-            steps.search(spill, &next.search),
-            &c[search_end..]
-        )
+        let spill = Path::new(&spill);
+        let read = steps.read_from(spill, next.read_from);
+        let search = steps.search(spill, &next.search);
+        // The later step first, so the earlier one's place still holds.
+        let (Some(search_at), Some(read_at)) = (
+            self.replace_span(next.search_at, &search),
+            self.replace_span(next.read_at, &read),
+        ) else {
+            return;
+        };
+        let moved = read_at[1] as isize - read_end as isize;
+        self.next = Some(NextSteps {
+            read_at,
+            search_at: moved_span(search_at, moved),
+            ..next
+        });
     }
 
     /// Words the line that names what the run's end stopped as `line` instead, where
-    /// `stopped_at` says it stands; the next steps' places move with the text after it. A
-    /// preview whose line is not where it is said to be is left as it is.
+    /// `stopped_at` says it stands; the places after it move with the text. A preview whose
+    /// line is not where it is said to be is left as it is.
     pub fn reword_stopped(&mut self, line: &str) {
-        let Some([start, end]) = self.stopped_at else {
-            return;
-        };
+        if let Some(span) = self.stopped_at.and_then(|at| self.replace_span(at, line)) {
+            self.stopped_at = Some(span);
+        }
+    }
+
+    /// Words the lines that say which limits the run reached as `lines` instead, where
+    /// `limits_at` says they stand, as [`Preview::reword_stopped`] does its line.
+    pub fn reword_limits(&mut self, lines: &str) {
+        if let Some(span) = self.limits_at.and_then(|at| self.replace_span(at, lines)) {
+            self.limits_at = Some(span);
+        }
+    }
+
+    /// Replaces the bytes `[start, end)` of `content` with `text` and moves every place that
+    /// stands after them; returns where `text` now stands, or `None` (nothing changed) when
+    /// the span is not in the content.
+    fn replace_span(&mut self, [start, end]: [usize; 2], text: &str) -> Option<[usize; 2]> {
         let c = &self.content;
         if start > end || end > c.len() || !c.is_char_boundary(start) || !c.is_char_boundary(end) {
-            return;
+            return None;
         }
-        self.content.replace_range(start..end, line);
-        self.stopped_at = Some([start, start + line.len()]);
-        let delta = line.len() as isize - (end - start) as isize;
+        self.content.replace_range(start..end, text);
+        let delta = text.len() as isize - (end - start) as isize;
+        let after = |at: [usize; 2]| {
+            if at[0] >= end {
+                moved_span(at, delta)
+            } else {
+                at
+            }
+        };
         if let Some(next) = &mut self.next
             && next.read_at[0] >= end
         {
             *next = next.moved(delta);
         }
+        self.stopped_at = self.stopped_at.map(after);
+        self.limits_at = self.limits_at.map(after);
+        self.notice_at = self.notice_at.map(|at| {
+            if at >= end {
+                at.saturating_add_signed(delta)
+            } else {
+                at
+            }
+        });
+        Some([start, start + text.len()])
     }
 
     /// Builds the preview of `view` with the notice worded by `steps`.
@@ -238,9 +273,14 @@ impl Preview {
             redactions: Counts::new(),
             next: None,
             stopped_at: None,
+            limits_at: None,
+            notice_at: None,
             folds: Vec::new(),
         };
-        (preview.content, preview.next) = render(view, &selection, &preview, steps, offset);
+        let rendered = render(view, &selection, &preview, steps, offset);
+        preview.content = rendered.content;
+        preview.next = rendered.next;
+        preview.notice_at = Some(rendered.notice_at);
         let shown_folds = selection
             .segments()
             .filter(|seg| compact::is_fold_marker(seg))
@@ -270,6 +310,8 @@ impl Preview {
         let moved = body.len() as isize - (self.content.len() - notice.len()) as isize;
         self.next = self.next.as_ref().map(|next| next.moved(moved));
         self.stopped_at = self.stopped_at.map(|at| moved_span(at, moved));
+        self.limits_at = self.limits_at.map(|at| moved_span(at, moved));
+        self.notice_at = self.notice_at.map(|at| at.saturating_add_signed(moved));
         let mut content = body;
         content.push_str(notice);
         if !content.is_empty() && !content.ends_with('\n') {
@@ -287,8 +329,8 @@ impl Preview {
     /// preview, or the line that names what the run's end stopped.
     fn output_end(&self) -> usize {
         let c = &self.content;
-        let notice = match c.rfind(NOTICE_START) {
-            Some(at) if self.truncated => at,
+        let notice = match self.notice_at {
+            Some(at) if self.truncated && at <= c.len() && c.is_char_boundary(at) => at,
             _ => c.len(),
         };
         match self.stopped_at {
@@ -734,7 +776,7 @@ mod tests {
             p.content
                 .starts_with(&(0..100).map(progress).collect::<String>())
         );
-        let body = &p.content[..p.content.rfind("\n\n[spillway: ").unwrap() + 1];
+        let body = &p.content[..p.notice_at.unwrap() + 1];
         assert!(body.ends_with(&(2900..3000).map(progress).collect::<String>()));
         assert_eq!(body.matches(" similar lines, lines ").count(), 2, "{body}");
         assert!(p.content.contains("folded to fit the 51200-byte limit"));
@@ -774,7 +816,7 @@ mod tests {
         c.write(&text);
         c.finish();
         let p = Preview::build(&c.view(), Direction::Both, &CliSteps);
-        let notice = &p.content[p.content.rfind("\n\n[spillway: ").unwrap() + 2..];
+        let notice = &p.content[p.notice_at.unwrap() + 2..];
         assert!(p.shown.len() > 50, "{}", p.shown.len());
         assert!(notice.contains("more ranges in between (JSON `shown` lists all)"));
         assert!(notice.len() <= 600, "{} bytes: {notice}", notice.len());

@@ -93,7 +93,7 @@ pub(super) fn render(
     preview: &Preview,
     steps: &dyn NextStep,
     offset: Offset,
-) -> (String, Option<NextSteps>) {
+) -> Rendered {
     let base = offset.lines;
     let mut out = String::with_capacity(view.limits.max_bytes() + 1024);
     render_segments(&mut out, &s.head, base);
@@ -159,9 +159,22 @@ pub(super) fn render(
     if !out.ends_with('\n') {
         out.push('\n');
     }
+    let notice_at = out.len() - 1;
     out.push('\n');
     let (notice, next) = notice(view, s, preview, steps, base);
     let next = next.map(|next| next.moved(out.len() as isize));
     out.push_str(&notice);
-    (out, next)
+    Rendered {
+        content: out,
+        next,
+        notice_at,
+    }
+}
+
+/// A cut preview's text, and where in it the notice and its next steps stand.
+pub(super) struct Rendered {
+    pub content: String,
+    pub next: Option<NextSteps>,
+    /// The line break that ends the shown lines, before the notice's blank line.
+    pub notice_at: usize,
 }
