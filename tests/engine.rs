@@ -236,16 +236,24 @@ fn previews_through_the_daemon_hold_rules_one_to_three_and_five() {
 }
 
 /// Next steps worded as a tool call with an id, the way a front end other than the command
-/// line words them.
+/// line words them; padded to the command line's length, so that a preview built with them
+/// leaves its lines the same room (the whole text is held to the limits) and chooses the
+/// same lines.
 struct ToolSteps;
 
 impl spillway::protocol::NextStep for ToolSteps {
-    fn read_from(&self, _spill: &std::path::Path, line: u64) -> String {
-        format!("call read(offset={line})")
+    fn read_from(&self, spill: &std::path::Path, line: u64) -> String {
+        let cli = spillway::program::CliSteps.read_from(spill, line);
+        format!("{:<1$}", format!("call read(offset={line})"), cli.len())
     }
 
-    fn search(&self, _spill: &std::path::Path, pattern: &str) -> String {
-        format!("call grep(pattern={pattern:?})")
+    fn search(&self, spill: &std::path::Path, pattern: &str) -> String {
+        let cli = spillway::program::CliSteps.search(spill, pattern);
+        format!(
+            "{:<1$}",
+            format!("call grep(pattern={pattern:?})"),
+            cli.len()
+        )
     }
 }
 

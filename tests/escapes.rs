@@ -417,8 +417,7 @@ fn a_process_that_leaves_its_run_is_stopped_at_the_run_end() {
 
 /// A background child that the terminal's hangup ends as its command exits is named by its
 /// command line, read while it lived, never by its zombie's name (`[sleep]`). The command
-/// lasts a second, so the daemon's looks (25, 75, 175, 375 and 775 ms in) see the child even
-/// when a loaded machine starts the shell late.
+/// lasts a second, in which the daemon looks at the run's processes every 25 ms.
 #[test]
 fn a_child_the_hangup_ends_is_named_by_its_command_line() {
     let daemon = daemon(Mode::Cgroup);

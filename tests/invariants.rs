@@ -364,10 +364,11 @@ pub fn truncated_preview(
     if !(p.truncated_by == Some(LimitKind::Tokens) && p.shown.is_empty()) {
         check_ends(p, spill, direction, (max_lines, max_bytes));
     }
+    check_whole_text(p, &shown, (max_lines, max_bytes), max_tokens);
     // A similar run is folded to two lines only while the budget has no room to open it.
     let similar_fold = p.content.contains(" similar lines, lines ");
     if cut > 0 || similar_fold {
-        check_fill(p, spill, &shown, (max_lines, max_bytes), max_tokens);
+        check_fill(p, spill, (max_lines, max_bytes), max_tokens);
     }
     shown
 }
@@ -607,12 +608,43 @@ fn check_ends(p: &Preview, spill: &str, direction: Direction, (max_lines, max_by
     }
 }
 
+/// The limits hold for the whole text, markers and notice included, unless the preview's
+/// own lines are too many for them (then the output's lines take the limits and the notice
+/// comes on top): a third of a limit or more is the preview's own where the text is over.
+fn check_whole_text(
+    p: &Preview,
+    shown: &str,
+    (max_lines, max_bytes): (u64, u64),
+    max_tokens: Option<usize>,
+) {
+    let count = spillway::engine::tokens::count;
+    // `shown` holds the partial line's part too, in the preview's order.
+    let lines = p.content.lines().count() as u64;
+    let own_lines = lines.saturating_sub(shown.lines().count() as u64);
+    let own_bytes = (p.content.len() as u64).saturating_sub(shown.len() as u64);
+    let tokens = max_tokens.map(|n| (count(&p.content) as u64, n as u64));
+    let within = lines <= max_lines
+        && p.content.len() as u64 <= max_bytes
+        && tokens.is_none_or(|(t, n)| t <= n);
+    let own_tokens = tokens.map(|(t, _)| t.saturating_sub(count(shown) as u64));
+    assert!(
+        within
+            || own_lines * 3 >= max_lines
+            || own_bytes * 3 >= max_bytes
+            || own_tokens
+                .zip(max_tokens)
+                .is_some_and(|(o, n)| o * 3 >= n as u64),
+        "over the limits ({lines}/{max_lines} lines, {}/{max_bytes} bytes, tokens {tokens:?}) \
+         with only {own_lines} lines and {own_bytes} bytes of its own",
+        p.content.len()
+    );
+}
+
 /// Never cut while there is room: when lines are cut and every line is small beside the
 /// budget, the shown lines fill at least 80 % of the limit that binds.
 fn check_fill(
     p: &Preview,
     spill: &str,
-    shown: &str,
     (max_lines, max_bytes): (u64, u64),
     max_tokens: Option<usize>,
 ) {
@@ -640,21 +672,15 @@ fn check_fill(
             }
         })
         .collect();
-    let lines = p.shown.iter().map(|r| r.last - r.first + 1).sum::<u64>()
-        + folded.iter().map(|r| r.last - r.first + 1).sum::<u64>();
-    let bytes = shown.len() as u64
+    // The whole text counts, markers and notice included: the limits hold for all of it.
+    let lines =
+        p.content.lines().count() as u64 + folded.iter().map(|r| r.last - r.first + 1).sum::<u64>();
+    let bytes = p.content.len() as u64
         + folded
             .iter()
             .map(|&r| line_range(spill, r).len() as u64)
             .sum::<u64>();
-    // A marker's own text takes its tokens from the budget.
-    let marker_tokens: usize = p
-        .content
-        .lines()
-        .filter(|l| is_template_marker(l))
-        .map(|l| count(&format!("{l}\n")))
-        .sum();
-    let tokens = max_tokens.map(|n| (count(shown) + marker_tokens, n));
+    let tokens = max_tokens.map(|n| (count(&p.content), n));
     assert!(
         lines * 10 >= max_lines * 8
             || bytes * 10 >= max_bytes * 8

@@ -86,11 +86,15 @@ use spawn::{spawn_error, start};
 /// terminal's hangup at the command's exit still has a name in the report.
 const TRACK_TICK: Duration = Duration::from_millis(500);
 
-/// The first look at a run's processes; the next ones come twice as late each, up to
-/// [`TRACK_TICK`]. A background child of a command that is done within a second
-/// (`server & sleep 0.3`) is then named by its command line, read while it lived, rather
-/// than by the name its zombie keeps (`[sleep]`).
+/// How often a run's processes are looked at in its first [`EARLY`]; after it the looks
+/// come twice as late each, up to [`TRACK_TICK`]. A background child of a command that is
+/// done within a second (`server & sleep 0.3`) is then named by its command line, read while
+/// it lived, rather than by the name its zombie keeps (`[sleep]`), even when a loaded
+/// machine starts the shell late. A look reads the run's few processes: cheap.
 const FIRST_LOOK: Duration = Duration::from_millis(25);
+
+/// The part of a run during which its processes are looked at every [`FIRST_LOOK`].
+const EARLY: Duration = Duration::from_secs(1);
 
 /// A terminal's size in character cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,14 +299,17 @@ async fn enforce_deadlines(
     }
 }
 
-/// Looks at the run's processes now and then while its command runs (see [`FIRST_LOOK`]
-/// and [`TRACK_TICK`]).
+/// Looks at the run's processes now and then while its command runs (see [`FIRST_LOOK`],
+/// [`EARLY`] and [`TRACK_TICK`]).
 async fn track_while_running(shared: Arc<Shared>) {
     // Not at once: a short command is done before the first look.
+    let begun = Instant::now();
     let mut wait = FIRST_LOOK;
     loop {
         tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(TRACK_TICK);
+        if begun.elapsed() >= EARLY {
+            wait = (wait * 2).min(TRACK_TICK);
+        }
         if shared.leader_exited.load(Ordering::Acquire) {
             return;
         }

@@ -15,6 +15,7 @@
 //! wire's notice is worded; the commands its next steps name come from the caller as a
 //! [`NextStep`]. Every method of [`Preview`] is here.
 
+mod budget;
 mod compact;
 mod lines;
 #[cfg(test)]
@@ -31,11 +32,15 @@ use std::path::Path;
 
 use crate::engine::capture::CaptureView;
 use crate::engine::redact::{Redactor, notice_line, unkept_notice_line};
-use crate::protocol::{Counts, Direction, LineRange, NextStep, NextSteps, Preview, moved_span};
+use crate::protocol::{
+    Counts, Direction, LimitKind, LineRange, NextStep, NextSteps, Preview, moved_span,
+};
 
+use budget::Budget;
 pub use compact::COMPACT_FROM_TOKENS;
 use render::{render, shown_ranges};
 use select::select_within;
+use selection::Selection;
 
 /// Whether a line of a preview is one of its own markers (an omission, a fold, a highlight's
 /// place, a partial line's size), not a line of output.
@@ -238,7 +243,6 @@ impl Preview {
         offset: Offset,
         folded: bool,
     ) -> (Preview, Vec<u64>) {
-        let spill_path = view.spill_path.map(|p| p.to_string_lossy().into_owned());
         let limits = view.limits;
         let within = view.total_bytes <= limits.max_bytes() as u64
             && view.total_lines <= limits.max_lines() as u64
@@ -248,24 +252,84 @@ impl Preview {
         if within && !folded {
             let content = String::from_utf8_lossy(view.head).into_owned();
             let preview = Preview {
-                spill_path,
+                spill_path: view.spill_path.map(|p| p.to_string_lossy().into_owned()),
                 total_bytes: view.total_bytes,
                 spill_capped: view.spill_capped,
                 ..Preview::whole(content, view.total_lines)
             };
             return (preview, Vec::new());
         }
-        let (selection, truncated_by) = select_within(view, direction, max_tokens);
+        let limits = Budget::of(limits, max_tokens);
+        let mut named = if within {
+            Named::FoldedOnly
+        } else {
+            Named::BySelection
+        };
+        let first = Self::cut(view, direction, steps, offset, limits, max_tokens, named);
+        let mut budget = limits;
+        let mut tried = first;
+        // The whole text, markers and notice included, is held to the limits: what it went
+        // over comes off what the output's own lines may take, until it fits. A notice that
+        // grows as lines go is met by giving up twice as much from the third try on.
+        for attempt in 0.. {
+            let Some(over) = limits.over(&tried.0.content) else {
+                return Self::with_folds(tried);
+            };
+            if named == Named::FoldedOnly {
+                // Within every limit, but not once folded and told: now a limit cuts it.
+                named = Named::Over(over.most(&limits));
+            }
+            let Some(next) = budget.less(over.times(if attempt < 2 { 1 } else { 2 }), &limits)
+            else {
+                break;
+            };
+            budget = next;
+            tried = Self::cut(view, direction, steps, offset, budget, max_tokens, named);
+        }
+        // The limits are too small for the preview's own lines to come out of them: the
+        // output's lines take the limits themselves, and the notice comes on top.
+        Self::with_folds(Self::cut(
+            view, direction, steps, offset, limits, max_tokens, named,
+        ))
+    }
+
+    /// A preview, and the first lines of the template folds whose markers it shows.
+    fn with_folds((preview, selection): (Preview, Selection)) -> (Preview, Vec<u64>) {
+        let shown_folds = selection
+            .segments()
+            .filter(|seg| compact::is_fold_marker(seg))
+            .map(|seg| seg.first)
+            .collect();
+        (preview, shown_folds)
+    }
+
+    /// The cut preview of `view` whose shown lines take at most `budget` (of the limits,
+    /// `max_tokens` among them), naming the limit `named` says, and what it shows.
+    fn cut(
+        view: &CaptureView<'_>,
+        direction: Direction,
+        steps: &dyn NextStep,
+        offset: Offset,
+        budget: Budget,
+        max_tokens: Option<usize>,
+        named: Named,
+    ) -> (Preview, Selection) {
+        let (mut selection, found) = select_within(view, direction, budget);
+        // The notice names the limit itself, not what was left of it for the output's lines.
+        selection.max_tokens = max_tokens;
         let shown = shown_ranges(&selection, view.total_lines);
         let shown_lines: u64 = shown.iter().map(|r| r.last - r.first + 1).sum();
         let mut preview = Preview {
             truncated: true,
             content: String::new(),
-            spill_path,
+            spill_path: view.spill_path.map(|p| p.to_string_lossy().into_owned()),
             total_lines: view.total_lines,
             total_bytes: view.total_bytes,
-            // Folded only, within every limit: no limit cut it.
-            truncated_by: (!within).then_some(truncated_by),
+            truncated_by: match named {
+                Named::BySelection => Some(found),
+                Named::FoldedOnly => None,
+                Named::Over(kind) => Some(kind),
+            },
             shown,
             omitted_lines: view.total_lines - shown_lines,
             partial_line: selection.partial().map(|p| p.info),
@@ -281,12 +345,7 @@ impl Preview {
         preview.content = rendered.content;
         preview.next = rendered.next;
         preview.notice_at = Some(rendered.notice_at);
-        let shown_folds = selection
-            .segments()
-            .filter(|seg| compact::is_fold_marker(seg))
-            .map(|seg| seg.first)
-            .collect();
-        (preview, shown_folds)
+        (preview, selection)
     }
 
     /// Replaces the credentials in the shown text with `[redacted: KIND]` markers and says so
@@ -351,6 +410,18 @@ impl Preview {
         self.total_lines += offset.lines;
         self.total_bytes += offset.bytes;
     }
+}
+
+/// The limit a cut preview's notice names as the one that cut it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Named {
+    /// The output is over a limit: the one the selection found bound it.
+    BySelection,
+    /// The output is within every limit and only folded: none.
+    FoldedOnly,
+    /// The output is within every limit, but its folded text with the notice was not: that
+    /// limit.
+    Over(LimitKind),
 }
 
 #[cfg(test)]
@@ -457,19 +528,22 @@ mod tests {
     fn both_splits_the_budget_around_a_marker() {
         let text = numbered(100);
         let p = preview_of(&text, 10, 10_000, Direction::Both);
+        // Ten lines in all: three from each end, the marker, the blank line and the notice's
+        // two (no spill here).
+        assert_eq!(p.content.lines().count(), 10, "{}", p.content);
         assert_eq!(
             p.shown,
             vec![
-                LineRange { first: 1, last: 5 },
+                LineRange { first: 1, last: 3 },
                 LineRange {
-                    first: 96,
+                    first: 98,
                     last: 100
                 }
             ]
         );
         assert!(
             p.content
-                .contains("line 5\n[... 90 lines omitted (lines 6-95) ...]\nline 96\n")
+                .contains("line 3\n[... 94 lines omitted (lines 4-97) ...]\nline 98\n")
         );
     }
 
@@ -480,16 +554,22 @@ mod tests {
         let mut text = format!("{}\n", "x".repeat(700));
         text.push_str(&numbered(200));
         let p = preview_of(&text, 1000, 1000, Direction::Both);
+        // What the notice and the markers leave of the 1,000 bytes, split in halves.
+        let part = p.partial_line.unwrap();
+        assert_eq!((part.line, part.line_bytes), (1, 700));
+        assert!((350..500).contains(&part.shown_bytes), "{part:?}");
+        assert!(p.content.len() <= 1000, "{}", p.content);
         assert!(p.content.starts_with(&format!(
-            "{}\n[... line 1 goes on: 200 more bytes ...]\n",
-            "x".repeat(500)
+            "{}\n[... line 1 goes on: {} more bytes ...]\n",
+            "x".repeat(part.shown_bytes as usize),
+            700 - part.shown_bytes
         )));
         let shown: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
         let tail = p.shown.last().unwrap();
         assert_eq!(tail.last, 201);
-        assert!(shown > 450 / 9, "{:?}", p.shown);
+        assert!(shown > 300 / 9, "{:?}", p.shown);
         let shown_bytes: usize = p.shown.iter().map(|&r| lines_of(&text, r).len()).sum();
-        assert!(shown_bytes + 500 <= 1000);
+        assert!(shown_bytes + part.shown_bytes as usize <= 1000);
     }
 
     #[test]
@@ -543,18 +623,15 @@ mod tests {
         let mut text = numbered(49_999);
         text.push_str(&"z".repeat(104_857));
         let p = preview_of(&text, 2000, 51_200, Direction::Tail);
-        assert_eq!(
-            p.partial_line,
-            Some(PartialLine {
-                line: 50_000,
-                shown_bytes: 51_200,
-                line_bytes: 104_857
-            })
-        );
-        assert!(
-            p.content
-                .contains("showing the last 51200 of line 50000's 104857 bytes")
-        );
+        // All the 51,200 bytes but what the marker and the notice take.
+        let part = p.partial_line.unwrap();
+        assert_eq!((part.line, part.line_bytes), (50_000, 104_857));
+        assert!(part.shown_bytes > 50_000, "{part:?}");
+        assert!(p.content.len() <= 51_200);
+        assert!(p.content.contains(&format!(
+            "showing the last {} of line 50000's 104857 bytes",
+            part.shown_bytes
+        )));
         // In `both` the huge last line leaves the head its budget.
         let both = preview_of(&text, 2000, 51_200, Direction::Both);
         assert_eq!(both.shown.first().map(|r| r.first), Some(1));
@@ -695,18 +772,20 @@ mod tests {
              [... 499 similar lines, lines 3-501: same text, other numbers ...]\n\
              Downloading crates ... 500/500 (100%)\nline 1\n"
         ));
-        // The run costs two lines, so the head reaches further.
+        // The run costs two lines, so the head reaches further; the blank line and the notice
+        // take three of the twenty.
+        assert_eq!(p.content.lines().count(), 20, "{}", p.content);
         assert_eq!(
             p.shown,
             vec![
                 LineRange { first: 1, last: 2 },
                 LineRange {
                     first: 502,
-                    last: 519
+                    last: 515
                 }
             ]
         );
-        assert!(p.content.contains("line 17\n\n"));
+        assert!(p.content.contains("line 13\n\n"));
         for range in &p.shown {
             assert!(p.content.contains(&lines_of(&text, *range)));
         }
@@ -810,7 +889,7 @@ mod tests {
             text.push_str(&"tick tock tick tock\n".repeat(4));
         }
         let mut c = Capture::new(
-            Limits::new(150, 51200).unwrap(),
+            Limits::new(300, 51200).unwrap(),
             SpillPolicy::Always(DataDir::open(&tempfile::tempdir().unwrap().keep()).unwrap()),
         );
         c.write(&text);

@@ -10,6 +10,7 @@ use crate::engine::highlight::kind_of;
 use crate::engine::outline::{Fold, Segment};
 use crate::protocol::{Direction, LimitKind};
 
+use super::budget::Budget;
 use super::compact::is_fold_marker;
 use super::partial::{next_in_part, partial};
 use super::pick::choose_highlights;
@@ -19,24 +20,24 @@ use super::unfold::{Room, open_folds};
 /// Share of each limit the highlights may take, out of the head and tail's budget.
 const HIGHLIGHT_SHARE: usize = 5; // one fifth: 20 %
 
-/// Selects what a cut preview of `view` shows within its limits (and `max_tokens`, when
-/// given), and which limit cut it.
+/// Selects what a cut preview of `view` shows within `budget` (what the limits leave the
+/// output's own lines), and which limit cut it.
 pub(super) fn select_within(
     view: &CaptureView<'_>,
     direction: Direction,
-    max_tokens: Option<usize>,
+    budget: Budget,
 ) -> (Selection, LimitKind) {
-    let (max_lines, max_bytes) = (view.limits.max_lines(), view.limits.max_bytes());
-    let (selection, by_tokens) = match max_tokens {
+    let (selection, by_tokens) = match budget.tokens {
         None => (
-            select_with_highlights(view, direction, max_lines, max_bytes),
+            select_with_highlights(view, direction, budget.lines, budget.bytes),
             false,
         ),
-        Some(n) => fit_tokens(view, direction, n),
+        Some(n) => fit_tokens(view, direction, budget, n),
     };
+    let (max_lines, max_bytes) = (view.limits.max_lines(), view.limits.max_bytes());
     let over_lines = view.total_lines > max_lines as u64;
     let cut_by = if by_tokens
-        || (!over_lines && view.total_bytes <= max_bytes as u64 && max_tokens.is_some())
+        || (!over_lines && view.total_bytes <= max_bytes as u64 && budget.tokens.is_some())
     {
         LimitKind::Tokens
     } else if !over_lines {
@@ -93,15 +94,15 @@ fn take<'a>(
 fn fit_tokens(
     view: &CaptureView<'_>,
     direction: Direction,
+    budget: Budget,
     max_tokens: usize,
 ) -> (Selection, bool) {
-    let max_lines = view.limits.max_lines();
     let select = |max_bytes: usize| {
-        let selection = select_with_highlights(view, direction, max_lines, max_bytes);
+        let selection = select_with_highlights(view, direction, budget.lines, max_bytes);
         let tokens = crate::engine::tokens::count(&shown_text(view, &selection));
         (selection, tokens)
     };
-    let mut max_bytes = view.limits.max_bytes();
+    let mut max_bytes = budget.bytes;
     let mut too_big = None;
     let (mut fits, mut fit_bytes) = loop {
         let (selection, tokens) = select(max_bytes);

@@ -1,0 +1,166 @@
+//! The budget a cut preview's whole text is held to: `--max-lines`, `--max-bytes` and
+//! `--max-tokens` bound everything the reader gets, the preview's own markers and notice
+//! included, because a host that cuts at its own cap would otherwise cut spillway's preview
+//! again (and lose its notice, the one part that says how to read on).
+//!
+//! The notice's size depends on what is shown (the ranges it names, the line to read on from),
+//! so the shown lines are chosen first within the whole limits, and the choice is made again
+//! within the limits less what the text went over, until it fits.
+
+use crate::engine::capture::Limits;
+use crate::protocol::LimitKind;
+
+/// How many lines, bytes and (when counted) model tokens the shown lines may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Budget {
+    pub(super) lines: usize,
+    pub(super) bytes: usize,
+    pub(super) tokens: Option<usize>,
+}
+
+/// How far a text is over each part of a budget (0 where it is within).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Over {
+    lines: usize,
+    bytes: usize,
+    tokens: usize,
+}
+
+impl Budget {
+    /// The whole limits.
+    pub(super) fn of(limits: Limits, max_tokens: Option<usize>) -> Budget {
+        Budget {
+            lines: limits.max_lines(),
+            bytes: limits.max_bytes(),
+            tokens: max_tokens,
+        }
+    }
+
+    /// How far `text` is over this budget, or `None` when it is within every part.
+    pub(super) fn over(&self, text: &str) -> Option<Over> {
+        let lines = text.lines().count();
+        let tokens = self
+            .tokens
+            .map_or(0, |n| crate::engine::tokens::count(text).saturating_sub(n));
+        let over = Over {
+            lines: lines.saturating_sub(self.lines),
+            bytes: text.len().saturating_sub(self.bytes),
+            tokens,
+        };
+        (over != Over::default()).then_some(over)
+    }
+
+    /// This budget less `over`; `None` when that would leave the output's own lines less
+    /// than half of a limit (see [`Budget::floor`]) or changes nothing.
+    pub(super) fn less(&self, over: Over, limits: &Budget) -> Option<Budget> {
+        let floor = limits.floor();
+        let shrink = |have: usize, by: usize, floor: usize| {
+            let left = have.saturating_sub(by);
+            (left >= floor).then_some(left)
+        };
+        let next = Budget {
+            lines: shrink(self.lines, over.lines, floor.lines)?,
+            bytes: shrink(self.bytes, over.bytes, floor.bytes)?,
+            tokens: match (self.tokens, floor.tokens) {
+                (Some(n), Some(least)) => Some(shrink(n, over.tokens, least)?),
+                _ => None,
+            },
+        };
+        (next != *self).then_some(next)
+    }
+
+    /// The least the output's own lines are left: half of each limit. Limits so small that
+    /// the notice would take more (a few lines, a few hundred bytes) leave the output the
+    /// limits themselves and the notice comes on top, as a preview of one byte and a notice
+    /// helps nobody.
+    fn floor(&self) -> Budget {
+        Budget {
+            lines: self.lines.div_ceil(2),
+            bytes: self.bytes.div_ceil(2),
+            tokens: self.tokens.map(|n| n.div_ceil(2)),
+        }
+    }
+}
+
+impl Over {
+    /// This much, `factor` times over.
+    pub(super) fn times(self, factor: usize) -> Over {
+        Over {
+            lines: self.lines.saturating_mul(factor),
+            bytes: self.bytes.saturating_mul(factor),
+            tokens: self.tokens.saturating_mul(factor),
+        }
+    }
+
+    /// The limit the text went furthest over, in proportion to the limit.
+    pub(super) fn most(&self, limits: &Budget) -> LimitKind {
+        let share = |over: usize, of: usize| over as f64 / of.max(1) as f64;
+        let lines = share(self.lines, limits.lines);
+        let bytes = share(self.bytes, limits.bytes);
+        let tokens = limits.tokens.map_or(0.0, |n| share(self.tokens, n));
+        if tokens > lines && tokens > bytes {
+            LimitKind::Tokens
+        } else if lines >= bytes {
+            LimitKind::Lines
+        } else {
+            LimitKind::Bytes
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(lines: usize, bytes: usize, tokens: Option<usize>) -> Budget {
+        Budget {
+            lines,
+            bytes,
+            tokens,
+        }
+    }
+
+    #[test]
+    fn a_text_over_a_budget_says_by_how_much_in_each_part() {
+        let b = budget(4, 20, None);
+        assert_eq!(b.over("a\nb\n"), None);
+        let over = b.over("a\nb\nc\nd\ne\n0123456789012345").unwrap();
+        assert_eq!(
+            over,
+            Over {
+                lines: 2,
+                bytes: 6,
+                tokens: 0
+            }
+        );
+        assert_eq!(b.less(over, &b), Some(budget(2, 14, None)));
+        assert_eq!(over.most(&b), LimitKind::Lines);
+    }
+
+    #[test]
+    fn a_budget_never_leaves_the_output_less_than_half_a_limit() {
+        let b = budget(10, 1000, None);
+        let over = Over {
+            lines: 6,
+            bytes: 0,
+            tokens: 0,
+        };
+        assert_eq!(
+            b.less(over, &b),
+            None,
+            "4 lines of 10 left: the notice goes on top"
+        );
+        let tokens = budget(100, 1000, Some(30));
+        let over = tokens.over(&"word ".repeat(100)).unwrap();
+        assert_eq!(over.most(&tokens), LimitKind::Tokens);
+        assert_eq!(tokens.less(over, &tokens), None);
+        let small = over.times(0);
+        assert_eq!(tokens.less(small, &tokens), None, "nothing changes");
+        let a_little = Over {
+            lines: 0,
+            bytes: 0,
+            tokens: 5,
+        };
+        assert_eq!(tokens.less(a_little, &tokens).unwrap().tokens, Some(25));
+    }
+}
