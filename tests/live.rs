@@ -537,6 +537,9 @@ fn a_send_longer_than_the_line_buffer_arrives_whole() {
         let mut request = shell(script);
         request["max_bytes"] = json!(400);
         let id = id_of(&start(&mut client, &request));
+        // As a person would: type once the command reads its terminal, not while the shell
+        // is still starting (its terminal's modes are then still being set).
+        wait_until_reading(&daemon, &id);
         let text = "x".repeat(10_000);
         let mut send = daemon.spillway();
         send.args(["send", &id, &text]);
@@ -739,4 +742,20 @@ fn wait_new_previews_keep_the_runs_highlight_patterns() {
         defaults.contains("[at line 303]\nerror: boom\n"),
         "{defaults}"
     );
+}
+
+/// Waits (bounded) until run `id` is blocked reading its terminal, as `wait` reports it.
+fn wait_until_reading(daemon: &TestDaemon, id: &str) {
+    for _ in 0..100 {
+        let out = daemon
+            .spillway()
+            .args(["wait", id, "--yield", "100ms", "--json"])
+            .output()
+            .unwrap();
+        let event: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if event.get("waiting_for_input").is_some_and(|w| !w.is_null()) {
+            return;
+        }
+    }
+    panic!("run {id} never read its terminal");
 }
