@@ -288,7 +288,7 @@ fn split_line(t: &TokenTotals) -> String {
     };
     let over = if by.runs < t.runs {
         format!(
-            " (over {} of the {} runs; the others were recorded before spillway split it)",
+            " (over {} of the {} runs: the rest were recorded before spillway split it)",
             by.runs, t.runs
         )
     } else {
@@ -430,7 +430,7 @@ mod tests {
             lines[..2],
             [
                 "tokens: 60.0k of output, 2000 in previews: 58.0k saved (96.7%) over 3 runs",
-                "saved by folding: 4100, by cutting: 53.9k (over 2 of the 3 runs; the others \
+                "saved by folding: 4100, by cutting: 53.9k (over 2 of the 3 runs: the rest \
                  were recorded before spillway split it)",
             ],
             "{text}"
