@@ -50,8 +50,8 @@ pub(super) async fn watch_run(
 async fn record_end(daemon: &Daemon, id: &RunId, finished: &Finished) -> Outcome {
     let preview = &finished.preview;
     let output = finished.output_tokens;
-    // A short preview (a short run's) is counted at once: less than a hop to another thread;
-    // so is one without folds, whose split needs no counting.
+    // A short preview without folds (a short run's) is counted at once: less than a hop to
+    // another thread. Folds may need their lines counted, which is a blocking thread's work.
     let counted = if preview.content.len() <= INLINE_COUNT_BYTES && preview.folds.is_empty() {
         Ok(run_tokens(preview, output))
     } else {
