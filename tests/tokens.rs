@@ -181,3 +181,88 @@ fn a_huge_output_records_an_estimate_close_to_the_real_count() {
     let text = stdout(&daemon.spillway().arg("stats").output().unwrap());
     assert!(text.contains("estimated from a sample"), "{text}");
 }
+
+/// The split of one command's saving in `stats --json`: (saved, folding, cutting).
+fn split_of(tokens: &Value, command: &str) -> (i64, u64, i64) {
+    let group = tokens["by_command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["command"] == command)
+        .unwrap_or_else(|| panic!("no {command} in {tokens}"));
+    let by = &group["saved_by"];
+    assert_eq!(by["runs"], group["runs"], "{group}");
+    (
+        group["saved_tokens"].as_i64().unwrap(),
+        number(&by["folding"]),
+        by["cutting"].as_i64().unwrap(),
+    )
+}
+
+/// A test run of 300 passing tests as cargo prints them: over the folding threshold (about
+/// 3,000 tokens), within the preview's line and byte limits.
+const TEST_RUN: &str = "echo 'running 300 tests'; \
+    for i in $(seq 1 300); do echo \"test ledger::tests::case_$i ... ok\"; done; \
+    echo; echo 'test result: ok. 300 passed; 0 failed'";
+
+#[test]
+fn stats_tell_what_folding_saved_apart_from_what_cutting_saved() {
+    let daemon = TestDaemon::start();
+    let folded = run(&daemon, &["-c", TEST_RUN]);
+    assert!(!folded["folds"].as_array().unwrap().is_empty(), "{folded}");
+    assert!(folded["truncated_by"].is_null(), "nothing cut: {folded}");
+    let cut = run(&daemon, &["--compact", "off", "--", "seq", "1", "30000"]);
+    assert!(cut.get("folds").is_none(), "{cut}");
+    assert_eq!(cut["truncated_by"], "lines", "{cut}");
+    // truncate's child counts the same way: past the line limit, it spills, and its folds
+    // bring it within the limits with nothing else left out.
+    let mut truncate = daemon.spillway();
+    truncate.args(["truncate", "--json"]);
+    let input: String = (1..=3000)
+        .map(|i| format!("test ledger::tests::case_{i} ... ok\n"))
+        .collect();
+    let truncated = json_of(&run_with_input(truncate, input.as_bytes()));
+    assert!(
+        !truncated["folds"].as_array().unwrap().is_empty(),
+        "{truncated}"
+    );
+    wait_for(
+        || {
+            history(&daemon)
+                .values()
+                .all(|r| r["output_tokens"].is_u64())
+        },
+        "the truncate's tokens",
+    );
+
+    let tokens = stats(&daemon, &[]);
+    // Folded, nothing cut: all its saving is folding's.
+    let (saved, folding, cutting) = split_of(&tokens, "echo");
+    assert!(saved > 2_000, "{tokens}");
+    assert_eq!((folding as i64, cutting), (saved, 0), "{tokens}");
+    let (saved, folding, cutting) = split_of(&tokens, "spillway truncate");
+    assert!(saved > 2_000, "{tokens}");
+    assert_eq!((folding as i64, cutting), (saved, 0), "{tokens}");
+    // Cut with --compact off: all of it is the cut's.
+    let (saved, folding, cutting) = split_of(&tokens, "seq");
+    assert!(saved > 50_000, "{tokens}");
+    assert_eq!((folding, cutting), (0, saved), "{tokens}");
+    // The totals add up, and the total saved is as before.
+    let by = &tokens["saved_by"];
+    assert_eq!(number(&by["runs"]), 3);
+    assert_eq!(
+        number(&by["folding"]) as i64 + by["cutting"].as_i64().unwrap(),
+        tokens["saved_tokens"].as_i64().unwrap()
+    );
+
+    let text = stdout(&daemon.spillway().arg("stats").output().unwrap());
+    // Short figures as the rest of the report: 37.8k, not 37846.
+    let folding = number(&by["folding"]);
+    assert!((10_000..1_000_000).contains(&folding), "{tokens}");
+    let line = format!(
+        "saved by folding: {:.1}k, by cutting: ",
+        folding as f64 / 1e3
+    );
+    assert!(text.contains(&line), "{text}");
+    assert!(text.contains("FOLDED") && text.contains("CUT"), "{text}");
+}

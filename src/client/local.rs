@@ -17,6 +17,7 @@ use crate::engine::capture::{Capture, Limits, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::Redactor;
+use crate::engine::tokens::OutputText;
 use crate::program::CliSteps;
 use crate::protocol::{Direction, Preview, RunId, RunStatus};
 use crate::storage::index::{Ending, INDEX_FILE, Index, NewRun, RunEnd, RunTokens};
@@ -132,7 +133,7 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     out.flush()?;
     if let Some(id) = registered {
         let job = TokenJob {
-            preview: preview.content,
+            preview,
             output: engine.capture().output_text(),
         };
         if let Err(e) = count_tokens_later(&root, &id, &job) {
@@ -145,9 +146,9 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
 /// What the hidden `count-tokens` command counts for a `spillway truncate` run.
 #[derive(Debug, Serialize, Deserialize)]
 struct TokenJob {
-    /// The preview as printed.
-    preview: String,
-    output: crate::engine::tokens::OutputText,
+    /// The preview as printed (its content), with its folds and what it left out.
+    preview: Preview,
+    output: OutputText,
 }
 
 /// Leaves the counting of run `id`'s tokens to a child process (the hidden `count-tokens`,
@@ -188,11 +189,16 @@ pub(crate) fn count_tokens(args: CountTokensArgs) -> Result<ExitCode> {
     let job: TokenJob =
         serde_json::from_reader(io::stdin().lock()).context("reading the token job")?;
     let output = job.output.count();
-    let preview = crate::engine::tokens::measure(&job.preview);
+    let shown = crate::engine::tokens::measure(&job.preview.content);
+    let whole = || match job.output {
+        OutputText::Whole(text) => Some(text),
+        OutputText::Sampled { .. } => None,
+    };
     let tokens = RunTokens {
         output: output.tokens,
-        preview: preview.tokens,
-        output_estimated: output.estimated || preview.estimated,
+        preview: shown.tokens,
+        output_estimated: output.estimated || shown.estimated,
+        folded: crate::engine::savings::folded_tokens(&job.preview, output, shown.tokens, whole),
     };
     let mut index = Index::open(&args.data_dir.join(INDEX_FILE))?;
     index.record_tokens(&args.id, &tokens)?;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use crate::engine::tokens;
-use crate::protocol::{ErrorCode, Event, ExitEvent, RunId};
+use crate::engine::{savings, tokens};
+use crate::protocol::{ErrorCode, Event, ExitEvent, Preview, RunId};
 use crate::storage::index::{Ending, RunEnd, RunTokens};
 use crate::supervisor::Finished;
 
@@ -45,21 +45,20 @@ pub(super) async fn watch_run(
 /// Completes a run's record (see [`Recorder`](super::recorder::Recorder): a busy index delays it, never loses it).
 /// `finished.preview` is the one clients are given (annotated), whose tokens are counted
 /// here: cheap, as previews are bounded (and measured from a sample past
-/// [`tokens::EXACT_MAX_BYTES`], which only a `max_bytes` over it allows).
+/// [`tokens::EXACT_MAX_BYTES`], which only a `max_bytes` over it allows), with what its
+/// template folds saved ([`savings`]).
 async fn record_end(daemon: &Daemon, id: &RunId, finished: &Finished) -> Outcome {
     let preview = &finished.preview;
-    // A short preview (a short run's) is counted at once: less than a hop to another thread.
-    let counted = if preview.content.len() <= INLINE_COUNT_BYTES {
-        Ok(tokens::measure(&preview.content))
+    let output = finished.output_tokens;
+    // A short preview without folds (a short run's) is counted at once: less than a hop to
+    // another thread. Folds may need their lines counted, which is a blocking thread's work.
+    let counted = if preview.content.len() <= INLINE_COUNT_BYTES && preview.folds.is_empty() {
+        Ok(run_tokens(preview, output))
     } else {
-        let content = preview.content.clone();
-        tokio::task::spawn_blocking(move || tokens::measure(&content)).await
+        let preview = preview.clone();
+        tokio::task::spawn_blocking(move || run_tokens(&preview, output)).await
     };
-    let tokens = counted.ok().map(|preview_tokens| RunTokens {
-        output: finished.output_tokens.tokens,
-        preview: preview_tokens.tokens,
-        output_estimated: finished.output_tokens.estimated || preview_tokens.estimated,
-    });
+    let tokens = counted.ok();
     let ending = Ending {
         ended_at: finished.ended_at,
         status: finished.status,
@@ -68,6 +67,30 @@ async fn record_end(daemon: &Daemon, id: &RunId, finished: &Finished) -> Outcome
     };
     let end = RunEnd::new(ending, &finished.preview, tokens);
     daemon.recorder.record(Record::End(id.clone(), end)).await
+}
+
+/// The tokens of a run whose output counted `output` and whose final preview is `preview`.
+fn run_tokens(preview: &Preview, output: tokens::Count) -> RunTokens {
+    let shown = tokens::measure(&preview.content);
+    RunTokens {
+        output: output.tokens,
+        preview: shown.tokens,
+        output_estimated: output.estimated || shown.estimated,
+        folded: savings::folded_tokens(preview, output, shown.tokens, || spilled_output(preview)),
+    }
+}
+
+/// The whole output, read back from the run's spill file, when the token accounting counted
+/// it exactly (at most [`tokens::EXACT_MAX_BYTES`]) and the file holds every byte of it: the
+/// file the daemon itself wrote for this run, read once more while it is still in the page
+/// cache.
+fn spilled_output(preview: &Preview) -> Option<String> {
+    if preview.total_bytes > tokens::EXACT_MAX_BYTES as u64 || preview.spill_capped.is_some() {
+        return None;
+    }
+    let bytes = std::fs::read(preview.spill_path.as_ref()?).ok()?;
+    (bytes.len() as u64 == preview.total_bytes)
+        .then(|| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The `exit` event of a run whose preview has been [`annotate`]d.

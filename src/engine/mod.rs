@@ -3,7 +3,8 @@
 //! spill, a bounded head and tail kept) -> `scanner` (beside the spill writer: `highlight`
 //! finds lines like errors, `outline` folds repeats) -> `preview` (what the model sees, within
 //! its limits, and the notice) with `redact` (credentials out of text bound for a model) and
-//! `tokens` (the model's own count). `driver` runs normalise and capture as one for every
+//! `tokens` (the model's own count, and `savings`: what a preview saved by folding and by
+//! cutting). `driver` runs normalise and capture as one for every
 //! way output comes in, and `snapshot` previews a run that is still going with the same
 //! rules. `template` learns which lines share a template, which the preview folds
 //! (`--compact`). The preview's notice is worded here, but the commands it names come from the
@@ -18,6 +19,7 @@ mod o200k;
 pub(crate) mod outline;
 pub mod preview;
 pub mod redact;
+pub mod savings;
 pub(crate) mod scanner;
 pub(crate) mod snapshot;
 pub mod template;

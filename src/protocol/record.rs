@@ -195,6 +195,34 @@ pub struct TokenTotals {
     /// Runs whose output tokens were estimated from a sample (outputs over
     /// a bound) rather than counted.
     pub estimated_runs: u64,
+    /// Of `saved_tokens`, what template folds saved and what the cut saved, over the runs that
+    /// recorded the split; absent when none did (runs recorded before spillway split it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_by: Option<SavedBy>,
+}
+
+/// A saving split by what made it, over the runs that recorded the split: `folding + cutting`
+/// is their `output_tokens - preview_tokens`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedBy {
+    /// Runs summed (those of the totals that recorded the split).
+    pub runs: u64,
+    /// Saved by template folds: the tokens of the lines folded less those of their markers;
+    /// a run from which nothing else was left out gives all its saving to folding.
+    pub folding: u64,
+    /// Saved by the cut: the rest of the saving (the lines the limits left out and the
+    /// outline's repeats, less their markers and the notice). Negative, as `saved_tokens`,
+    /// when a preview cost more than its output (a note added to an output shown whole).
+    pub cutting: i64,
+}
+
+impl SavedBy {
+    /// Adds `other`'s sums to these.
+    pub fn add(&mut self, other: &SavedBy) {
+        self.runs += other.runs;
+        self.folding += other.folding;
+        self.cutting += other.cutting;
+    }
 }
 
 impl TokenTotals {
@@ -205,6 +233,9 @@ impl TokenTotals {
         self.preview_tokens += other.preview_tokens;
         self.saved_tokens += other.saved_tokens;
         self.estimated_runs += other.estimated_runs;
+        if let Some(other) = &other.saved_by {
+            self.saved_by.get_or_insert_default().add(other);
+        }
     }
 }
 

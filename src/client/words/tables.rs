@@ -196,17 +196,23 @@ pub(crate) fn token_report(tokens: &TokenStats, top: usize, days: u32) -> String
     if t.runs == 0 {
         return text;
     }
-    let header = ["RUNS", "OUTPUT", "PREVIEW", "SAVED", "SAVED %"];
+    text.push_str(&split_line(t));
+    let header = [
+        "RUNS", "OUTPUT", "PREVIEW", "SAVED", "SAVED %", "FOLDED", "CUT",
+    ];
     let row = |t: &TokenTotals| {
+        let (folded, cut) = split_figures(t);
         [
             t.runs.to_string(),
             token_figure(t.output_tokens, t.estimated_runs),
             token_figure(t.preview_tokens, 0),
             signed_figure(t.saved_tokens),
             percent(t),
+            folded,
+            cut,
         ]
     };
-    let commands: Vec<[String; 5]> = tokens.by_command.iter().map(|c| row(&c.totals)).collect();
+    let commands: Vec<[String; 7]> = tokens.by_command.iter().map(|c| row(&c.totals)).collect();
     let names: Vec<&str> = tokens
         .by_command
         .iter()
@@ -220,21 +226,49 @@ pub(crate) fn token_report(tokens: &TokenStats, top: usize, days: u32) -> String
         .collect();
     text.push_str(&format!(
         "\nby command (top {top} by tokens saved):\n{}\n",
-        command_table(&header, &commands, &names, &[0, 1, 2, 3, 4])
+        command_table(&header, &commands, &names, &[0, 1, 2, 3, 4, 5, 6])
     ));
-    let by_day: Vec<[String; 6]> = tokens
+    let by_day: Vec<[String; 8]> = tokens
         .by_day
         .iter()
         .map(|d| {
-            let [runs, output, preview, saved, share] = row(&d.totals);
-            [d.day.clone(), runs, output, preview, saved, share]
+            let [runs, output, preview, saved, share, folded, cut] = row(&d.totals);
+            [
+                d.day.clone(),
+                runs,
+                output,
+                preview,
+                saved,
+                share,
+                folded,
+                cut,
+            ]
         })
         .collect();
-    let header = ["DAY (UTC)", "RUNS", "OUTPUT", "PREVIEW", "SAVED", "SAVED %"];
+    let header = [
+        "DAY (UTC)",
+        "RUNS",
+        "OUTPUT",
+        "PREVIEW",
+        "SAVED",
+        "SAVED %",
+        "FOLDED",
+        "CUT",
+    ];
     text.push_str(&format!(
         "\nby day (last {days} days):\n{}\n",
-        aligned_table(&header, &by_day, &[1, 2, 3, 4, 5])
+        aligned_table(&header, &by_day, &[1, 2, 3, 4, 5, 6, 7])
     ));
+    // Some rows hold runs recorded before spillway split the saving: say what their marks mean.
+    let unsplit = |t: &TokenTotals| t.saved_by.is_none_or(|by| by.runs < t.runs);
+    let mut rows = (tokens.by_command.iter().map(|c| &c.totals))
+        .chain(tokens.by_day.iter().map(|d| &d.totals));
+    if rows.any(unsplit) {
+        text.push_str(
+            "\nFOLDED, CUT: * over those of the runs recorded since spillway splits the saving; \
+             - none were\n",
+        );
+    }
     if t.estimated_runs > 0 {
         text.push_str(&format!(
             "\n~ includes outputs over {} whose tokens were estimated from a sample\n",
@@ -242,6 +276,44 @@ pub(crate) fn token_report(tokens: &TokenStats, top: usize, days: u32) -> String
         ));
     }
     text
+}
+
+/// What of the saving template folds made and what the cut made, in one line, with the runs
+/// it is over when some runs were recorded before spillway split it.
+fn split_line(t: &TokenTotals) -> String {
+    let Some(by) = &t.saved_by else {
+        return "saved by folding and by cutting: not known (runs recorded before spillway \
+                split them)\n"
+            .into();
+    };
+    let over = if by.runs < t.runs {
+        format!(
+            " (over {} of the {} runs: the rest were recorded before spillway split it)",
+            by.runs, t.runs
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "saved by folding: {}, by cutting: {}{over}\n",
+        token_figure(by.folding, 0),
+        signed_figure(by.cutting)
+    )
+}
+
+/// The FOLDED and CUT cells of a row: `-` when none of its runs recorded the split, and `*`
+/// after them when only some did.
+fn split_figures(t: &TokenTotals) -> (String, String) {
+    match &t.saved_by {
+        None => ("-".into(), "-".into()),
+        Some(by) => {
+            let mark = if by.runs < t.runs { "*" } else { "" };
+            (
+                format!("{}{mark}", token_figure(by.folding, 0)),
+                format!("{}{mark}", signed_figure(by.cutting)),
+            )
+        }
+    }
 }
 
 /// A count of tokens, short: `950`, `12.3k`, `4.56M`; `~` before it when some of it was
@@ -316,5 +388,64 @@ mod tests {
         let rows = [["a".to_string()], ["b".to_string()]];
         let table = command_table(&["ID"], &rows, &["echo 1\necho 2", "true"], &[]);
         assert_eq!(table.lines().count(), 3, "{table}");
+    }
+
+    fn totals(runs: u64, output: u64, preview: u64, by: Option<(u64, u64)>) -> TokenTotals {
+        let saved = output as i64 - preview as i64;
+        TokenTotals {
+            runs,
+            output_tokens: output,
+            preview_tokens: preview,
+            saved_tokens: saved,
+            estimated_runs: 0,
+            saved_by: by.map(|(runs, folding)| crate::protocol::SavedBy {
+                runs,
+                folding,
+                cutting: saved - folding as i64,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_report_splits_the_saving_into_folding_and_cutting() {
+        let command = |name: &str, totals| crate::protocol::CommandTokens {
+            command: name.into(),
+            totals,
+        };
+        let tokens = TokenStats {
+            totals: totals(3, 60_000, 2_000, Some((2, 4_100))),
+            runs_without_tokens: 0,
+            by_command: vec![
+                command("cargo test", totals(2, 59_000, 1_000, Some((2, 4_100)))),
+                command("git log", totals(1, 1_000, 1_000, None)),
+            ],
+            by_day: vec![crate::protocol::DayTokens {
+                day: "2026-11-26".into(),
+                totals: totals(3, 60_000, 2_000, Some((2, 4_100))),
+            }],
+        };
+        let text = token_report(&tokens, 10, 14);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..2],
+            [
+                "tokens: 60.0k of output, 2000 in previews: 58.0k saved (96.7%) over 3 runs",
+                "saved by folding: 4100, by cutting: 53.9k (over 2 of the 3 runs: the rest \
+                 were recorded before spillway split it)",
+            ],
+            "{text}"
+        );
+        let row = |name: &str| {
+            let line = lines.iter().find(|l| l.trim_end().ends_with(name)).unwrap();
+            line.split_whitespace().collect::<Vec<_>>()
+        };
+        assert_eq!(
+            row("cargo test")[..7],
+            ["2", "59.0k", "1000", "58.0k", "98.3%", "4100", "53.9k"]
+        );
+        assert_eq!(row("git log")[5..7], ["-", "-"]);
+        let day = lines.iter().find(|l| l.starts_with("2026-11-26")).unwrap();
+        assert!(day.ends_with("4100*  53.9k*"), "{text}");
+        assert!(text.contains("* over those of the runs"), "{text}");
     }
 }

@@ -206,7 +206,8 @@ impl Index {
                 "UPDATE runs SET ended_at = ?2, status = ?3, exit_code = ?4, signal = ?5, \
                  total_lines = ?6, total_bytes = ?7, truncated = ?8, spill_bytes = ?9, \
                  spill_complete = ?10, spill_capped_at_line = ?11, output_tokens = ?12, \
-                 preview_tokens = ?13, output_tokens_estimated = ?14 WHERE id = ?1",
+                 preview_tokens = ?13, output_tokens_estimated = ?14, folded_tokens = ?15 \
+                 WHERE id = ?1",
             )?
             .execute(params![
                 id.as_str(),
@@ -223,6 +224,7 @@ impl Index {
                 end.tokens.map(|t| int(t.output)),
                 end.tokens.map(|t| int(t.preview)),
                 end.tokens.map(|t| t.output_estimated),
+                end.tokens.map(|t| int(t.folded)),
             ])?;
         if changed == 0 {
             return Err(rusqlite::Error::QueryReturnedNoRows.into());
@@ -484,7 +486,7 @@ pub(crate) mod tests {
     use super::open::{MIGRATIONS, schema_version};
     use super::tokens::{tokens_by_command_sql, tokens_by_day_sql};
     use super::*;
-    use crate::protocol::{RunRecord, RunStatus, StatusFilter, TokenStats, TokenTotals};
+    use crate::protocol::{RunRecord, RunStatus, SavedBy, StatusFilter, TokenStats, TokenTotals};
 
     /// A run id, distinct for each `n`.
     pub(crate) fn id(n: u32) -> RunId {
@@ -723,7 +725,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(INDEX_FILE);
         let conn = Connection::open(&path).unwrap();
-        conn.pragma_update(None, "user_version", 5).unwrap();
+        conn.pragma_update(None, "user_version", 6).unwrap();
         drop(conn);
         let before = std::fs::read(&path).unwrap();
         let error = Index::open(&path).unwrap_err();
@@ -733,11 +735,11 @@ pub(crate) mod tests {
         else {
             panic!("expected TooNew, got {error:?}");
         };
-        assert_eq!((*found, *supported), (5, 4));
+        assert_eq!((*found, *supported), (6, 5));
         let message = error.to_string();
         assert!(
             message.contains(
-                "index.sqlite3 was written by a newer spillway (schema 5, this build knows 4); \
+                "index.sqlite3 was written by a newer spillway (schema 6, this build knows 5); \
                  it was not touched: upgrade spillway, or move it away"
             ),
             "{message}"
@@ -869,6 +871,7 @@ pub(crate) mod tests {
                 output_tokens: None,
                 preview_tokens: None,
                 output_tokens_estimated: None,
+                folded_tokens: None,
             }
         );
         let finish = RunEnd {
@@ -886,6 +889,7 @@ pub(crate) mod tests {
                 output: 1_200_000_000,
                 preview: 9_000,
                 output_estimated: true,
+                folded: 4_000,
             }),
         };
         index.finish_run(&id(1), &finish).unwrap();
@@ -907,6 +911,7 @@ pub(crate) mod tests {
             ),
             (Some(1_200_000_000), Some(9_000), Some(true))
         );
+        assert_eq!(done.folded_tokens, Some(4_000));
         assert_eq!(done.tags, run.tags);
 
         let shell = NewRun {
@@ -1363,6 +1368,7 @@ pub(crate) mod tests {
                 output,
                 preview,
                 output_estimated: estimated,
+                folded: 0,
             }),
             ..end(RunStatus::Exited, Some(0), 10)
         };
@@ -1376,6 +1382,12 @@ pub(crate) mod tests {
             preview_tokens: preview,
             saved_tokens: output as i64 - preview as i64,
             estimated_runs: estimated,
+            // Every run here recorded its split, all of it cut.
+            saved_by: (runs > 0).then_some(SavedBy {
+                runs,
+                folding: 0,
+                cutting: output as i64 - preview as i64,
+            }),
         }
     }
 
@@ -1528,6 +1540,7 @@ pub(crate) mod tests {
             output: 70,
             preview: 20,
             output_estimated: false,
+            folded: 0,
         };
         index.record_tokens(&id(1), &tokens).unwrap();
         let row = index.get(&id(1)).unwrap().unwrap();
@@ -1614,7 +1627,7 @@ pub(crate) mod tests {
         drop(conn);
 
         let mut index = Index::open(&path).unwrap();
-        assert_eq!(user_version(&index), 4);
+        assert_eq!(user_version(&index), MIGRATIONS.len());
         let old = index.get(&id(1)).unwrap().unwrap();
         assert_eq!(old.command, "cargo test");
         assert_eq!((old.total_lines, old.total_bytes), (Some(40), Some(1200)));
@@ -1646,6 +1659,112 @@ pub(crate) mod tests {
         assert_eq!(stats.runs_without_tokens, 1);
         assert_eq!(stats.totals, totals(1, 300, 100, 0));
         assert_eq!(stats.by_command[0].command, "echo");
+    }
+
+    #[test]
+    fn the_saving_is_split_over_the_runs_that_recorded_it() {
+        let (_dir, mut index) = open_temp();
+        let argv = |words: &[&str]| Some(words.iter().map(|w| w.to_string()).collect());
+        for (n, words) in [
+            (1, ["cargo", "test"]),
+            (2, ["cargo", "test"]),
+            (3, ["git", "log"]),
+        ] {
+            let run = NewRun {
+                argv: argv(&words),
+                ..new_run(n, at(i64::from(n)))
+            };
+            index.insert_run(&run).unwrap();
+        }
+        let finish = |index: &mut Index, n, output, preview, folded| {
+            let end = RunEnd {
+                tokens: Some(RunTokens {
+                    output,
+                    preview,
+                    output_estimated: false,
+                    folded,
+                }),
+                ..end(RunStatus::Exited, Some(0), 10)
+            };
+            index.finish_run(&id(n), &end).unwrap();
+        };
+        finish(&mut index, 1, 4_000, 300, 3_700);
+        finish(&mut index, 2, 90_000, 2_000, 1_500);
+        finish(&mut index, 3, 800, 800, 0);
+        // Run 3 as a run recorded before the split: its counts, no folding figure.
+        index
+            .conn
+            .execute(
+                "UPDATE runs SET folded_tokens = NULL WHERE id = ?1",
+                [id(3).as_str()],
+            )
+            .unwrap();
+        let stats = index.token_stats(10, at(0)).unwrap();
+        assert_eq!(stats.totals.runs, 3);
+        assert_eq!(stats.totals.saved_tokens, 3_700 + 88_000);
+        let split = SavedBy {
+            runs: 2,
+            folding: 5_200,
+            cutting: 86_500,
+        };
+        assert_eq!(stats.totals.saved_by, Some(split));
+        assert_eq!(stats.by_command[0].command, "cargo test");
+        assert_eq!(stats.by_command[0].totals.saved_by, Some(split));
+        assert_eq!(stats.by_command[1].command, "git log");
+        assert_eq!(stats.by_command[1].totals.saved_by, None, "unknown, not 0");
+        assert_eq!(stats.by_day[0].totals.saved_by, Some(split));
+        let json = serde_json::to_value(&stats).unwrap();
+        assert_eq!(
+            json["saved_by"],
+            serde_json::json!({"runs": 2, "folding": 5_200, "cutting": 86_500})
+        );
+        assert!(json["by_command"][1].get("saved_by").is_none(), "{json}");
+    }
+
+    #[test]
+    fn a_schema_4_database_gains_the_folded_column_and_its_runs_stay_unsplit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        let mut conn = Connection::open(&path).unwrap();
+        Migrations::new(MIGRATIONS[..4].iter().map(|sql| M::up(sql)).collect())
+            .to_latest(&mut conn)
+            .unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, argv, command, cwd, tags, started_at, ended_at, status, \
+             exit_code, total_lines, total_bytes, truncated, spill_path, spill_name, \
+             spill_bytes, spill_complete, pid, owner_pid, output_tokens, preview_tokens, \
+             output_tokens_estimated, command_key) VALUES (?1, '[\"cargo\",\"test\"]', \
+             'cargo test', '/src', '{}', ?2, ?3, 'exited', 0, 40, 1200, 1, \
+             '/data/spills/a.log', 'a.log', 1200, 1, 77, 70, 900, 100, 0, 'cargo test')",
+            params![id(1).as_str(), millis(at(0)), millis(at(5))],
+        )
+        .unwrap();
+        drop(conn);
+
+        let mut index = Index::open(&path).unwrap();
+        assert_eq!(user_version(&index), 5);
+        let old = index.get(&id(1)).unwrap().unwrap();
+        assert_eq!(
+            (old.output_tokens, old.preview_tokens),
+            (Some(900), Some(100))
+        );
+        assert_eq!(old.folded_tokens, None);
+        index.insert_run(&new_run(2, at(60))).unwrap();
+        finish_with_tokens(&mut index, 2, 300, 100, false);
+        let stats = index.token_stats(10, at(0)).unwrap();
+        assert_eq!(stats.totals.runs, 2);
+        assert_eq!(stats.totals.saved_tokens, 1_000);
+        assert_eq!(
+            stats.totals.saved_by,
+            Some(SavedBy {
+                runs: 1,
+                folding: 0,
+                cutting: 200
+            }),
+            "the old run's saving is in the total, not in the split"
+        );
+        let cargo = stats.by_command.iter().find(|c| c.command == "cargo test");
+        assert_eq!(cargo.unwrap().totals.saved_by, None);
     }
 
     #[test]

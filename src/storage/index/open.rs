@@ -15,11 +15,12 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The schema, oldest migration first. Append only: a migration that has shipped is never
 /// edited, since databases out there already ran it.
-pub(super) const MIGRATIONS: [&str; 4] = [
+pub(super) const MIGRATIONS: [&str; 5] = [
     include_str!("../../../migrations/001_runs.sql"),
     include_str!("../../../migrations/002_tags_and_indexes.sql"),
     include_str!("../../../migrations/003_spill_cap.sql"),
     include_str!("../../../migrations/004_tokens.sql"),
+    include_str!("../../../migrations/005_folded_tokens.sql"),
 ];
 
 impl Index {

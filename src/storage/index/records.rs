@@ -51,6 +51,9 @@ pub struct RunRow {
     /// `output_tokens` was estimated from a sample of the output (outputs over
     /// the engine's bound for an exact count) rather than counted.
     pub output_tokens_estimated: Option<bool>,
+    /// Of the tokens the preview saved, those its template folds saved (the rest the cut
+    /// saved); `None` with the counts, and for runs recorded before spillway split them.
+    pub folded_tokens: Option<u64>,
 }
 
 /// The protocol's record of a run is mapped here, field by field, so that a column added to
@@ -127,6 +130,9 @@ pub struct RunTokens {
     pub preview: u64,
     /// `output` was estimated from a sample of the output rather than counted.
     pub output_estimated: bool,
+    /// Of `output - preview`, what the preview's template folds saved (see
+    /// [`crate::engine::savings`]); the rest is what the cut saved.
+    pub folded: u64,
 }
 
 /// How a run ended, as its status says.
@@ -211,7 +217,8 @@ pub(crate) fn display_command(argv: Option<&[String]>, shell: Option<&str>) -> S
 pub(super) const RUN_COLUMNS: &str = "r.id, r.argv, r.shell, r.command, r.cwd, r.tags, r.started_at, \
      r.ended_at, r.status, r.exit_code, r.signal, r.total_lines, r.total_bytes, r.truncated, \
      r.spill_path, r.spill_bytes, r.spill_complete, r.spill_missing, r.pid, \
-     r.spill_capped_at_line, r.output_tokens, r.preview_tokens, r.output_tokens_estimated";
+     r.spill_capped_at_line, r.output_tokens, r.preview_tokens, r.output_tokens_estimated, \
+     r.folded_tokens";
 
 /// Reads a row selected with [`RUN_COLUMNS`].
 pub(super) fn read_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
@@ -245,6 +252,7 @@ pub(super) fn read_run(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         output_tokens: row.get::<_, Option<i64>>(20)?.map(unsigned),
         preview_tokens: row.get::<_, Option<i64>>(21)?.map(unsigned),
         output_tokens_estimated: row.get(22)?,
+        folded_tokens: row.get::<_, Option<i64>>(23)?.map(unsigned),
     })
 }
 

@@ -1,10 +1,10 @@
 //! The token accounting: each run's tokens recorded, and summed over runs by command and by
-//! day from migration 004's covering indexes, never the rows.
+//! day from the covering indexes of migrations 004 and 005, never the rows.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Row, params};
 
-use crate::protocol::{CommandTokens, DayTokens, RunId, TokenStats, TokenTotals};
+use crate::protocol::{CommandTokens, DayTokens, RunId, SavedBy, TokenStats, TokenTotals};
 
 use super::records::{RunTokens, int, millis, to_time, unsigned};
 use super::{Index, IndexError};
@@ -17,9 +17,13 @@ pub const TOKEN_STATS_COMMANDS: usize = 100;
 pub const TOKEN_STATS_DAYS: u32 = 90;
 
 /// The sums [`read_totals`] reads, in its order, over the runs [`HAS_TOKENS`] keeps.
+/// The last three sum the split of the saving over the runs that recorded it (a NULL
+/// `folded_tokens` leaves a run out of them).
 const TOKEN_SUMS: &str = "count(*), coalesce(sum(output_tokens), 0), \
      coalesce(sum(preview_tokens), 0), coalesce(sum(output_tokens - preview_tokens), 0), \
-     coalesce(sum(output_tokens_estimated), 0)";
+     coalesce(sum(output_tokens_estimated), 0), count(folded_tokens), \
+     coalesce(sum(folded_tokens), 0), \
+     coalesce(sum(output_tokens - preview_tokens - folded_tokens), 0)";
 
 /// The runs the token accounting sums; it implies the WHERE of migration 004's partial
 /// indexes, so that SQLite reads them.
@@ -38,13 +42,14 @@ impl Index {
             .conn
             .prepare_cached(
                 "UPDATE runs SET output_tokens = ?2, preview_tokens = ?3, \
-                 output_tokens_estimated = ?4 WHERE id = ?1",
+                 output_tokens_estimated = ?4, folded_tokens = ?5 WHERE id = ?1",
             )?
             .execute(params![
                 id.as_str(),
                 int(tokens.output),
                 int(tokens.preview),
-                tokens.output_estimated
+                tokens.output_estimated,
+                int(tokens.folded)
             ])?;
         if changed == 0 {
             return Err(rusqlite::Error::QueryReturnedNoRows.into());
@@ -129,5 +134,13 @@ fn read_totals(row: &Row<'_>, column: usize) -> rusqlite::Result<TokenTotals> {
         preview_tokens: unsigned(row.get(column + 2)?),
         saved_tokens: row.get(column + 3)?,
         estimated_runs: unsigned(row.get(column + 4)?),
+        saved_by: match unsigned(row.get(column + 5)?) {
+            0 => None,
+            runs => Some(SavedBy {
+                runs,
+                folding: unsigned(row.get(column + 6)?),
+                cutting: row.get(column + 7)?,
+            }),
+        },
     })
 }
