@@ -57,28 +57,34 @@ const K: u64 = 0x517c_c1b7_2722_0a95;
 /// alike). A line's newline, if any, is whitespace like any other.
 ///
 /// One pass over the bytes does little more than look up each byte's class: a word's own
-/// bytes are hashed only when it ends and is not a variable field.
+/// bytes are hashed only when it ends and is not a variable field. The loop goes a word at a
+/// time (skip the spaces, then take the word's bytes until the next one), so each byte costs a
+/// lookup, a test and an `or`: this runs on every line of an output's first MiBs.
 pub fn shape_key(line: &str) -> u64 {
     let bytes = line.as_bytes();
     let mut shape = 0u64;
-    let (mut start, mut classes, mut in_word) = (0, 0u8, false);
-    for (i, &b) in bytes.iter().enumerate() {
-        let class = CLASS[b as usize];
-        if class & SPACE != 0 {
-            if in_word {
-                shape = mix(shape, piece(&bytes[start..i], classes));
-                in_word = false;
+    let mut at = 0;
+    loop {
+        let Some(skip) = bytes[at..]
+            .iter()
+            .position(|&b| CLASS[b as usize] & SPACE == 0)
+        else {
+            return shape;
+        };
+        let start = at + skip;
+        let mut classes = 0u8;
+        let mut end = bytes.len();
+        for (i, &b) in bytes[start..].iter().enumerate() {
+            let class = CLASS[b as usize];
+            if class & SPACE != 0 {
+                end = start + i;
+                break;
             }
-        } else if in_word {
             classes |= class;
-        } else {
-            (start, classes, in_word) = (i, class, true);
         }
+        shape = mix(shape, piece(&bytes[start..end], classes));
+        at = end;
     }
-    if in_word {
-        shape = mix(shape, piece(&bytes[start..], classes));
-    }
-    shape
 }
 
 fn mix(shape: u64, piece: u64) -> u64 {
