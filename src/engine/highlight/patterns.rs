@@ -97,6 +97,18 @@ pub(super) const WEAK: &[&str] = &[
 /// what a line says, not on where a tool happens to print it.
 pub(super) const LINE_PREFIX: &str = r"(?:[ \t]|[│┃║╎┆┊>|] ?)*";
 
+/// The characters a [`LINE_PREFIX`] is made of: it matches any run of them.
+const PREFIX_CHARS: [char; 10] = [' ', '\t', '│', '┃', '║', '╎', '┆', '┊', '>', '|'];
+
+/// `line` after its [`LINE_PREFIX`], the longest: a pattern moved past the prefix by
+/// [`after_prefix`] whose own text cannot begin with one of [`PREFIX_CHARS`] matches a line
+/// exactly when the pattern itself, anchored, matches what this leaves. Stripping once and
+/// matching anchored patterns costs a few instructions a line; the prefixed patterns, which
+/// no literal starts, had their automaton walk every byte of every line.
+pub(super) fn strip_line_prefix(line: &str) -> &str {
+    line.trim_start_matches(PREFIX_CHARS)
+}
+
 /// `pattern` with its anchor at a line's start (a leading `^`) moved past a [`LINE_PREFIX`],
 /// unless the prefilter only finds its line at column 0 (one of [`LINE_STARTS`]): a pattern
 /// matched where the prefilter never looks would make whether a line is found depend on the
@@ -229,7 +241,10 @@ pub struct Patterns {
     pub(super) any: Regex,
     /// The [`Prefilter`], when only the default patterns are in use.
     pub(super) prefilter: Option<Prefilter>,
+    /// The restatements matched on a whole line, and those [`after_prefix`] moves past a
+    /// line's prefix, matched as written on the line after it ([`strip_line_prefix`]).
     pub(super) weak: RegexSet,
+    pub(super) weak_after_prefix: RegexSet,
     pub(super) extra: RegexSet,
     pub(super) continuation: Regex,
     pub(super) frame: Regex,
@@ -294,12 +309,15 @@ impl Patterns {
                 pattern: all.join("|"),
                 reason: e.to_string(),
             })?;
-        let weak: Vec<String> = WEAK.iter().map(|p| after_prefix(p)).collect();
+        let (after, whole): (Vec<&str>, Vec<&str>) =
+            WEAK.iter().partition(|p| after_prefix(p) != **p);
+        let as_strings = |p: &[&str]| p.iter().map(|p| p.to_string()).collect::<Vec<_>>();
         Ok(Patterns {
             any,
             // A user's pattern may need none of the literals: then every line is tried.
             prefilter: extra.is_empty().then(Prefilter::new),
-            weak: build(&weak)?,
+            weak: build(&as_strings(&whole))?,
+            weak_after_prefix: build(&as_strings(&after))?,
             extra: build(extra)?,
             continuation: Regex::new(CONTINUATION).expect("the continuation pattern is valid"),
             frame: Regex::new(FRAME).expect("the frame pattern is valid"),
@@ -373,7 +391,9 @@ impl Patterns {
     }
 
     pub(super) fn is_weak(&self, line: &str) -> bool {
-        self.weak.is_match(line) && !self.extra.is_match(line)
+        let weak =
+            self.weak.is_match(line) || self.weak_after_prefix.is_match(strip_line_prefix(line));
+        weak && !self.extra.is_match(line)
     }
 }
 
@@ -420,4 +440,66 @@ fn log_level_at(line: &[u8], at: usize) -> bool {
 fn is_word_at(line: &[u8], start: usize, end: usize) -> bool {
     let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     (start == 0 || !is_word(line[start - 1])) && line.get(end).is_none_or(|&b| !is_word(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefixed_line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let prefix = prop::collection::vec(
+            prop::sample::select(vec![
+                " ", "\t", "│ ", "┃", "║", "╎ ", "┆", "┊", "> ", "|", "x",
+            ]),
+            0..4,
+        );
+        let words = prop::collection::vec(
+            prop::sample::select(vec![
+                "error:",
+                "could",
+                "not",
+                "compile",
+                "FAIL",
+                "FAIL\t",
+                "test",
+                "result:",
+                "FAILED",
+                "BUILD",
+                "Build",
+                "failed",
+                "make:",
+                "make[2]:",
+                "***",
+                "npm",
+                "ERR!",
+                "A",
+                "complete",
+                "log",
+                "Traceback",
+                "* What went wrong:",
+                "|",
+                ">",
+                " ",
+                "\t",
+                "│",
+                "ok",
+                "x",
+            ]),
+            0..6,
+        );
+        (prefix, words).prop_map(|(p, w)| format!("{}{}", p.concat(), w.join(" ")))
+    }
+
+    proptest::proptest! {
+        /// A restatement found on the line after its prefix is one the prefixed patterns
+        /// find on the whole line, and the other way round.
+        #[test]
+        fn weak_after_a_stripped_prefix_is_weak_after_any_prefix(line in prefixed_line()) {
+            let prefixed = RegexSet::new(WEAK.iter().map(|p| format!("(?m){}", after_prefix(p))))
+                .unwrap();
+            let p = Patterns::defaults();
+            proptest::prop_assert_eq!(p.is_weak(&line), prefixed.is_match(&line), "{:?}", line);
+        }
+    }
 }
