@@ -188,7 +188,7 @@ pub(super) fn described(folds: &[template::Fold], shown: &[u64], base: u64) -> V
 /// holds it whole; otherwise its head or tail alone reaching the threshold says so, and short
 /// of that the head's tokens per byte over the whole output's bytes are the estimate.
 fn above_threshold(view: &CaptureView<'_>) -> bool {
-    let count = |bytes: &[u8]| crate::engine::tokens::count(&String::from_utf8_lossy(bytes));
+    let count = |bytes: &[u8]| count_up_to(bytes, COMPACT_FROM_TOKENS);
     let head = count(view.head);
     if view.is_whole() || head >= COMPACT_FROM_TOKENS {
         return head >= COMPACT_FROM_TOKENS;
@@ -198,6 +198,23 @@ fn above_threshold(view: &CaptureView<'_>) -> bool {
     }
     let estimate = head as u128 * view.total_bytes as u128 / view.head.len().max(1) as u128;
     estimate >= COMPACT_FROM_TOKENS as u128
+}
+
+/// The tokens of `bytes`, or, once a prefix of them (cut after a line) reaches `n`, that
+/// prefix's: a head of 50 KiB is not counted whole to learn that it holds a thousand tokens.
+fn count_up_to(bytes: &[u8], n: usize) -> usize {
+    let count = |bytes: &[u8]| crate::engine::tokens::count(&String::from_utf8_lossy(bytes));
+    for step in [8 << 10, 32 << 10] {
+        if bytes.len() <= step {
+            break;
+        }
+        let end = memchr::memrchr(b'\n', &bytes[..step]).map_or(step, |at| at + 1);
+        let tokens = count(&bytes[..end]);
+        if tokens >= n {
+            return tokens;
+        }
+    }
+    count(bytes)
 }
 
 /// The templates of the segments' lines, and each line's template. Only a whole, ended
@@ -343,6 +360,22 @@ mod tests {
             super::super::Offset::default(),
             compact,
         )
+    }
+
+    #[test]
+    fn a_big_text_is_counted_only_as_far_as_the_threshold_needs() {
+        let count = |t: &str| crate::engine::tokens::count(t);
+        let small = "test a::b ... ok\n".repeat(100);
+        assert_eq!(super::count_up_to(small.as_bytes(), 1000), count(&small));
+        let big = "test alpha::beta::case_17 ... ok\n".repeat(3000);
+        let prefix = super::count_up_to(big.as_bytes(), 1000);
+        assert!((1000..count(&big)).contains(&prefix), "{prefix}");
+        let few = super::count_up_to(big.as_bytes(), usize::MAX);
+        assert_eq!(
+            few,
+            count(&big),
+            "short of the threshold, the whole is counted"
+        );
     }
 
     #[test]
