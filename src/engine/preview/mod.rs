@@ -19,6 +19,8 @@ mod budget;
 mod compact;
 mod lines;
 #[cfg(test)]
+mod long_line_tests;
+#[cfg(test)]
 mod needle_tests;
 mod notice;
 mod partial;
@@ -601,7 +603,8 @@ mod tests {
             PartialLine {
                 line: 1,
                 shown_bytes: 100,
-                line_bytes: 2000
+                line_bytes: 2000,
+                ends: None
             }
         );
         assert!(head.content.starts_with(&"é".repeat(50)));
@@ -610,11 +613,12 @@ mod tests {
             head.content
                 .contains("showing the first 100 of line 1's 2000 bytes")
         );
+        // A tail shows the line's start and end, half the budget each, whole characters.
         let tail = preview_of(&format!("{text}\n"), 10, 101, Direction::Tail);
         assert_eq!(tail.partial_line.unwrap().shown_bytes, 100);
         assert!(
             tail.content
-                .contains("showing the last 100 of line 1's 2000 bytes")
+                .contains("showing the first 50 and the last 50 of line 1's 2000 bytes")
         );
     }
 
@@ -623,14 +627,17 @@ mod tests {
         let mut text = numbered(49_999);
         text.push_str(&"z".repeat(104_857));
         let p = preview_of(&text, 2000, 51_200, Direction::Tail);
-        // All the 51,200 bytes but what the marker and the notice take.
+        // All the 51,200 bytes but what the markers and the notice take, half to each end.
         let part = p.partial_line.unwrap();
         assert_eq!((part.line, part.line_bytes), (50_000, 104_857));
         assert!(part.shown_bytes > 50_000, "{part:?}");
         assert!(p.content.len() <= 51_200);
+        let ends = part.ends.unwrap();
+        assert_eq!(ends.start_bytes + ends.end_bytes, part.shown_bytes);
+        assert!(ends.start_bytes.abs_diff(ends.end_bytes) <= 1, "{ends:?}");
         assert!(p.content.contains(&format!(
-            "showing the last {} of line 50000's 104857 bytes",
-            part.shown_bytes
+            "showing the first {} and the last {} of line 50000's 104857 bytes",
+            ends.start_bytes, ends.end_bytes
         )));
         // In `both` the huge last line leaves the head its budget.
         let both = preview_of(&text, 2000, 51_200, Direction::Both);
