@@ -162,6 +162,32 @@ fn a_long_line_deep_in_the_tail_shares_what_the_tail_lines_leave() {
 }
 
 #[test]
+fn a_long_first_line_shows_both_ends_in_its_half() {
+    // Longer than the whole budget, so its end is neither in the head nor in the tail buffer:
+    // the capture kept it when the line ended.
+    let text = format!("{}\nsecond\nthird\n", json_line(3000));
+    let p = preview_in(&text, 2000, 51_200, Direction::Both);
+    assert!(p.content.starts_with(r#"{"total_count": 48213"#));
+    let line = text.lines().next().unwrap();
+    let start_end = p.content.find("\n[... line 1 goes on: ").unwrap();
+    let start = &p.content[..start_end];
+    assert!(start.len() <= 12_800 && line.starts_with(start));
+    let marker_end = start_end + p.content[start_end + 1..].find('\n').unwrap() + 2;
+    let end = p.content[marker_end..].split('\n').next().unwrap();
+    assert!(end.ends_with(r#""next_page": "cursor-7f3a"}"#) && line.ends_with(end));
+    assert!(start.len() + end.len() <= 25_600);
+    assert!(p.content.contains(&format!(
+        "\n[... line 1 goes on: {} bytes omitted; its last {} follow ...]\n{end}\nsecond\nthird\n",
+        line.len() - start.len() - end.len(),
+        end.len()
+    )));
+    // A head shows its start only.
+    let head = preview_in(&text, 2000, 51_200, Direction::Head);
+    assert!(!head.content.contains("cursor-7f3a"));
+    assert!(head.content.contains("\n[... line 1 goes on: "));
+}
+
+#[test]
 fn both_ends_are_cut_at_char_boundaries() {
     for pad in 0..4 {
         let line = format!("{}{}", "x".repeat(pad), "日本語のテキスト".repeat(400));

@@ -551,20 +551,24 @@ mod tests {
 
     #[test]
     fn a_long_line_at_one_end_does_not_starve_the_other() {
-        // Line 1 alone is more than half the byte budget: it is shown in part, in its half,
-        // and the tail keeps the other half.
+        // Line 1 alone is more than half the byte budget: it is shown in part (its start and
+        // its end), in its half, and the tail keeps the other half.
         let mut text = format!("{}\n", "x".repeat(700));
         text.push_str(&numbered(200));
         let p = preview_of(&text, 1000, 1000, Direction::Both);
-        // What the notice and the markers leave of the 1,000 bytes, split in halves.
+        // What the notice and the markers leave of the 1,000 bytes, split in halves, and
+        // the line's half split again between its start and its end.
         let part = p.partial_line.unwrap();
         assert_eq!((part.line, part.line_bytes), (1, 700));
-        assert!((350..500).contains(&part.shown_bytes), "{part:?}");
+        assert!((300..500).contains(&part.shown_bytes), "{part:?}");
         assert!(p.content.len() <= 1000, "{}", p.content);
+        let ends = part.ends.unwrap();
         assert!(p.content.starts_with(&format!(
-            "{}\n[... line 1 goes on: {} more bytes ...]\n",
-            "x".repeat(part.shown_bytes as usize),
-            700 - part.shown_bytes
+            "{}\n[... line 1 goes on: {} bytes omitted; its last {} follow ...]\n{}\n",
+            "x".repeat(ends.start_bytes as usize),
+            700 - part.shown_bytes,
+            ends.end_bytes,
+            "x".repeat(ends.end_bytes as usize)
         )));
         let shown: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
         let tail = p.shown.last().unwrap();

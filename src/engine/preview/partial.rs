@@ -62,17 +62,21 @@ impl Partial {
     }
 }
 
-/// The start of line 1, as much of it as fits `budget`, from the head buffer.
-pub(super) fn first_line(view: &CaptureView<'_>, budget: usize) -> Partial {
+/// Line 1 in `budget`: its start (from the head buffer), and with `ends` its end too when the
+/// line has ended and the capture kept it (a head shows where the output begins and reads on
+/// from there; both ends give the line its half of the budget).
+pub(super) fn first_line(view: &CaptureView<'_>, budget: usize, ends: bool) -> Partial {
     let line_end = memchr::memchr(b'\n', view.head).unwrap_or(view.head.len());
-    let len = start_len(view.head, line_end.min(budget), view.first_line_bytes);
-    Partial::new(
-        Shows::Start,
-        1,
-        view.first_line_bytes,
-        &view.head[..len],
-        &[],
-    )
+    let prefix = &view.head[..line_end];
+    let line_bytes = view.first_line_bytes;
+    if ends
+        && view.total_lines > 1
+        && let Some(part) = both_ends(1, line_bytes, prefix, view.first_line_end, budget)
+    {
+        return part;
+    }
+    let len = start_len(prefix, budget, line_bytes);
+    Partial::new(Shows::Start, 1, line_bytes, &prefix[..len], &[])
 }
 
 /// The last line in `budget`: its start and its end when the line is too long for the budget

@@ -333,7 +333,8 @@ fn select(
         _ => max_bytes / 2,
     };
     if wants_head && head.count == 0 && total > 0 && head_budget > 0 {
-        s.head_partial = Some(first_line(view, head_budget));
+        let ends = direction == Direction::Both;
+        s.head_partial = Some(first_line(view, head_budget, ends));
     } else if direction == Direction::Head && head.lines < max_lines {
         s.head_partial = next_in_part(view, &s.head, front.get(head.count), max_bytes - head.bytes);
     }
