@@ -524,11 +524,15 @@ fn check_both_ends(
         .find(&shown)
         .unwrap_or_else(|| panic!("line {}'s ends are not in the preview", part.line));
     if part.line < p.total_lines {
-        // Just before the tail: the next line, or a fold's marker that starts with it.
+        // Just before the tail: the next line, or a marker (a fold's that starts with it, or
+        // the omission after line 1 in part); or line 1 alone, where the line limit leaves no
+        // room for a tail.
         let rest = &p.content[at + shown.len()..];
         let next = format!("{}\n", spill_line(spill, part.line + 1));
         assert!(
-            rest.starts_with(&next) || rest.starts_with("[... "),
+            rest.starts_with(&next)
+                || rest.starts_with("[... ")
+                || (part.line == 1 && rest.starts_with("\n[spillway: ")),
             "line {} is not followed by the tail's lines: {rest:?}",
             part.line
         );

@@ -100,8 +100,8 @@ pub(super) fn last_line(view: &CaptureView<'_>, last: Option<&Segment>, budget: 
 }
 
 /// The line just before a tail's whole lines (`after_bytes` bytes of them, up to the output's
-/// end), when it is too long for the room they left and the room is over a fifth of the
-/// budget: its start (kept by the outline) and its end (in the tail buffer) share the room, so
+/// end), when the output's lines are within the line limit, the line is too long for the room
+/// they left and the room is over a fifth of the budget: its start (kept by the outline) and its end (in the tail buffer) share the room, so
 /// a JSON response followed by a few short lines is not left out whole. `seg` is its segment.
 pub(super) fn before_tail(
     view: &CaptureView<'_>,
@@ -110,7 +110,11 @@ pub(super) fn before_tail(
     room: usize,
 ) -> Option<Partial> {
     let seg = seg.filter(|seg| seg.fold == Fold::Line && !is_fold_marker(seg))?;
-    if room * 5 <= view.limits.max_bytes() || (seg.head.len as usize) <= room {
+    // Only where the bytes alone cut the output (its lines are within the line limit): where
+    // lines bind, the line's two parts and marker would cost lines the tail's own need, and
+    // shrinking the budget for them would change which line stands there.
+    let lines_within = view.total_lines <= view.limits.max_lines() as u64;
+    if !lines_within || room * 5 <= view.limits.max_bytes() || (seg.head.len as usize) <= room {
         return None;
     }
     // The line's newline stands just before the tail's lines in the tail buffer.
