@@ -354,3 +354,51 @@ proptest! {
         });
     }
 }
+
+/// Outputs with lines too long for the budget (issue 27 rule 6): blocks of short lines and long
+/// lines in any order, so a long line comes first, last, alone, in the middle or among the
+/// tail's last lines; made of ASCII, multi-byte characters and JSON-like punctuation, with or
+/// without a final newline.
+fn long_line_outputs() -> impl Strategy<Value = String> {
+    let block = prop_oneof![
+        3 => prop::collection::vec("[a-zA-Z ]{0,40}", 1..30)
+            .prop_map(|lines| lines.iter().map(|l| format!("{l}\n")).collect::<String>()),
+        2 => ("[a-z0-9\", :{}é日]{1,8}", 100usize..30_000)
+            .prop_map(|(unit, bytes)| format!("{}\n", unit.repeat(bytes / unit.len() + 1))),
+    ];
+    (prop::collection::vec(block, 1..6), any::<bool>()).prop_map(|(blocks, newline)| {
+        let text = blocks.concat();
+        match newline {
+            true => text,
+            false => text.trim_end_matches('\n').to_string(),
+        }
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Long lines at every position and budget: a line shown by both ends shows a prefix and
+    /// a suffix of its spill line with a true marker between them, and every other rule
+    /// holds (see `check_both_ends`).
+    #[test]
+    fn long_lines_show_true_ends_at_any_budget(
+        text in long_line_outputs(),
+        max_lines in 1u64..60,
+        max_bytes in 1u64..20_000,
+        dir in direction(),
+        max_tokens in prop::option::weighted(0.25, 20usize..3000),
+        piece in prop::option::of(1usize..9000),
+    ) {
+        let cuts = piece.map_or(Vec::new(), |n| (1..8).map(|i| i * n).collect());
+        engine(&EngineCase {
+            input: text.as_bytes(),
+            cuts,
+            opts: NormaliseOptions::default(),
+            limits: Limits::new(max_lines, max_bytes).unwrap(),
+            direction: dir,
+            highlights: true,
+            max_tokens,
+        });
+    }
+}

@@ -411,11 +411,6 @@ fn check_shown(
         );
         return shown;
     };
-    // A head starts with the start of line 1; a tail ends with the end of the last line.
-    let from_head = direction == Direction::Head || (part.line == 1 && p.total_lines > 1);
-    if !from_head {
-        assert_eq!(part.line, p.total_lines, "the partial line is the last");
-    }
     assert!(
         lines < max_lines.max(1) || p.shown.is_empty(),
         "{lines} lines and a partial one"
@@ -433,6 +428,19 @@ fn check_shown(
         shown.len(),
         part.shown_bytes
     );
+    if let Some(ends) = part.ends {
+        assert_ne!(
+            direction,
+            Direction::Head,
+            "a head shows a line's start only"
+        );
+        return check_both_ends(p, spill, part, ends, body);
+    }
+    // A head starts with the start of line 1; a tail ends with the end of the last line.
+    let from_head = direction == Direction::Head || (part.line == 1 && p.total_lines > 1);
+    if !from_head {
+        assert_eq!(part.line, p.total_lines, "the partial line is the last");
+    }
     let n = part.shown_bytes as usize;
     let cut = if from_head {
         body.get(..n)
@@ -474,6 +482,73 @@ fn check_shown(
     }
     shown.push_str(cut);
     shown
+}
+
+/// A partial line shown by both ends (issue 27 rule 6), checked against its spill line `body`:
+/// the start shown is a prefix of the line and the end a suffix, each cut at a character
+/// boundary, together less than the line, with the marker between them giving the line's number,
+/// the bytes left out and the end's size; the line is the output's last, or the one just
+/// before the tail's lines, and no range says it is shown whole. Returns the output text shown,
+/// in the preview's order.
+fn check_both_ends(
+    p: &Preview,
+    spill: &str,
+    part: spillway::protocol::PartialLine,
+    ends: spillway::protocol::LineEnds,
+    body: &str,
+) -> String {
+    assert_eq!(
+        ends.start_bytes + ends.end_bytes,
+        part.shown_bytes,
+        "{part:?}"
+    );
+    assert!(ends.start_bytes > 0 && ends.end_bytes > 0, "{part:?}");
+    assert!(
+        part.shown_bytes < part.line_bytes,
+        "a line shown whole in part: {part:?}"
+    );
+    let start = body
+        .get(..ends.start_bytes as usize)
+        .expect("the start is cut at a char boundary");
+    let end = body
+        .get(body.len() - ends.end_bytes as usize..)
+        .expect("the end is cut at a char boundary");
+    let shown = format!(
+        "{start}\n[... line {} goes on: {} bytes omitted; its last {} follow ...]\n{end}\n",
+        part.line,
+        part.line_bytes - part.shown_bytes,
+        ends.end_bytes
+    );
+    let at = p
+        .content
+        .find(&shown)
+        .unwrap_or_else(|| panic!("line {}'s ends are not in the preview", part.line));
+    if part.line < p.total_lines {
+        // Just before the tail: the next line, or a marker (a fold's that starts with it, or
+        // the omission after line 1 in part); or line 1 alone, where the line limit leaves no
+        // room for a tail.
+        let rest = &p.content[at + shown.len()..];
+        let next = format!("{}\n", spill_line(spill, part.line + 1));
+        assert!(
+            rest.starts_with(&next)
+                || rest.starts_with("[... ")
+                || (part.line == 1 && rest.starts_with("\n[spillway: ")),
+            "line {} is not followed by the tail's lines: {rest:?}",
+            part.line
+        );
+    }
+    assert!(
+        p.shown
+            .iter()
+            .all(|r| r.last < part.line || r.first > part.line),
+        "the partial line {} is said to be shown whole",
+        part.line
+    );
+    let (before, after): (Vec<LineRange>, Vec<LineRange>) =
+        p.shown.iter().partition(|r| r.last < part.line);
+    let text =
+        |ranges: &[LineRange]| -> String { ranges.iter().map(|&r| line_range(spill, r)).collect() };
+    format!("{}{start}{end}{}", text(&before), text(&after))
 }
 
 /// The body of spill line `n` (1-based), without its newline.

@@ -73,11 +73,18 @@ fn a_line_of_hundreds_of_megabytes_keeps_memory_flat() {
     assert_eq!(partial["line_bytes"], 300_000_000);
     let shown = partial["shown_bytes"].as_u64().unwrap();
     assert!(shown > 0 && shown <= 51200, "{exit}");
+    // Its start and its end, the middle's size between them (issue 27 rule 6).
+    let ends = &partial["ends"];
+    let start = ends["start_bytes"].as_u64().unwrap();
+    let end = ends["end_bytes"].as_u64().unwrap();
+    assert_eq!(start + end, shown, "{exit}");
     let content = exit["content"].as_str().unwrap();
     assert!(
-        content.contains(&format!(
-            "[... line 1 is 300000000 bytes; its last {shown} follow ...]\n{}\n",
-            "x".repeat(shown as usize)
+        content.starts_with(&format!(
+            "{}\n[... line 1 goes on: {} bytes omitted; its last {end} follow ...]\n{}\n",
+            "x".repeat(start as usize),
+            300_000_000 - shown,
+            "x".repeat(end as usize)
         )),
         "{content:.200}"
     );

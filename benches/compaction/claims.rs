@@ -21,8 +21,9 @@ pub fn keys_kept(workload: &Workload, text: &str) -> usize {
 ///   `No tests collected`, `No issues found`) that differs from it;
 /// - spillway's markers: `N lines omitted (lines A-B)`, `N similar lines, lines A-B` and
 ///   `repeated N times, lines A-B` whose N is not the range's size or whose range is not in
-///   the output (and, for a repeat, whose lines differ), and a notice's `of T lines` that is
-///   not the output's line count.
+///   the output (and, for a repeat, whose lines differ), a partial line's marker whose sizes,
+///   start or end are not its line's, and a notice's `of T lines` that is not the output's
+///   line count.
 pub fn false_statements(workload: &Workload, lines: &[&str], text: &str) -> usize {
     count_claims(workload, text) + marker_claims(lines, text)
 }
@@ -86,11 +87,53 @@ fn marker_claims(lines: &[&str], text: &str) -> usize {
         wrong += usize::from(!ok);
     }
     wrong
+        + partial_claims(lines, text)
         + template_claims(lines, text)
         + TOTAL
             .captures_iter(text)
             .filter(|c| c[1].parse::<usize>().ok() != Some(lines.len()))
             .count()
+}
+
+/// Partial-line markers whose line is not the output's or whose text beside them is not that
+/// line's start or end in the sizes they give: `[... line N goes on: M more bytes ...]` after
+/// the line's start, `[... line N is L bytes; its last E follow ...]` before its end, and
+/// `[... line N goes on: M bytes omitted; its last E follow ...]` between the two.
+fn partial_claims(lines: &[&str], text: &str) -> usize {
+    static PART: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"^\[\.\.\. line (\d+) (?:goes on: (\d+) more bytes|is (\d+) bytes; its last (\d+) follow|goes on: (\d+) bytes omitted; its last (\d+) follow) \.\.\.\]$",
+        )
+        .expect("a valid pattern")
+    });
+    let shown: Vec<&str> = text.split('\n').collect();
+    let mut wrong = 0;
+    for (i, marker) in shown.iter().enumerate() {
+        let Some(c) = PART.captures(marker) else {
+            continue;
+        };
+        let number = |k: usize| c.get(k).and_then(|m| m.as_str().parse::<usize>().ok());
+        let line = number(1).and_then(|n| lines.get(n.checked_sub(1)?));
+        let before = i.checked_sub(1).map(|at| shown[at]);
+        let after = shown.get(i + 1).copied();
+        let ok = match (line, before, after) {
+            (Some(line), Some(start), _) if number(2).is_some() => {
+                line.starts_with(start) && number(2) == Some(line.len() - start.len())
+            }
+            (Some(line), _, Some(end)) if number(3).is_some() => {
+                number(3) == Some(line.len()) && number(4) == Some(end.len()) && line.ends_with(end)
+            }
+            (Some(line), Some(start), Some(end)) => {
+                line.starts_with(start)
+                    && line.ends_with(end)
+                    && number(6) == Some(end.len())
+                    && number(5).map(|m| start.len() + m + end.len()) == Some(line.len())
+            }
+            _ => false,
+        };
+        wrong += usize::from(!ok);
+    }
+    wrong
 }
 
 /// Template fold markers (`[... N more lines like "T", lines A-B ...]`, `[... N lines: n like

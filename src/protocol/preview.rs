@@ -50,12 +50,25 @@ pub struct LineRange {
     pub last: u64,
 }
 
-/// A single line too long for the byte budget, of which only part is shown.
+/// A single line too long for the byte budget, of which only part is shown: its first
+/// `shown_bytes` (a head's line), its last (a tail's), or, when `ends` is given, its first
+/// `ends.start_bytes` and its last `ends.end_bytes`, which add up to `shown_bytes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartialLine {
     pub line: u64,
     pub shown_bytes: u64,
     pub line_bytes: u64,
+    /// Set when both the line's start and its end are shown, around a marker that gives the
+    /// size of the middle; left out of the JSON otherwise, so the documented shape stays exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends: Option<LineEnds>,
+}
+
+/// How many bytes of a partial line's start and of its end are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineEnds {
+    pub start_bytes: u64,
+    pub end_bytes: u64,
 }
 
 /// The preview of one output: serialised by `--json` with exactly these fields.

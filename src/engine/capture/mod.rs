@@ -61,6 +61,9 @@ pub struct Capture {
     newlines: u64,
     /// Bytes of line 1 without its newline, once it has ended.
     first_line_bytes: Option<u64>,
+    /// The last bytes of line 1 (up to half the byte limit), once it has ended: the head
+    /// keeps its start, and a preview that cannot show it whole shows both ends.
+    first_line_end: Vec<u8>,
     /// Bytes of the line still being written (after the last newline).
     open_line_bytes: u64,
     /// Bytes of the last line that ended, without its newline.
@@ -97,6 +100,7 @@ impl Capture {
             total_bytes: 0,
             newlines: 0,
             first_line_bytes: None,
+            first_line_end: Vec::new(),
             open_line_bytes: 0,
             last_ended_line_bytes: 0,
             spill,
@@ -177,6 +181,7 @@ impl Capture {
             return None;
         }
         let lines_before = self.newlines;
+        self.keep_first_line_end(bytes);
         self.count_lines(bytes, newlines);
         self.total_bytes += bytes.len() as u64;
         self.sampler.feed(bytes);
@@ -316,6 +321,7 @@ impl Capture {
             total_bytes: self.total_bytes,
             total_lines: self.total_lines(),
             first_line_bytes: self.first_line_bytes.unwrap_or(self.open_line_bytes),
+            first_line_end: &self.first_line_end,
             last_line_bytes: if self.open_line_bytes > 0 {
                 self.open_line_bytes
             } else {
@@ -387,6 +393,26 @@ impl Capture {
             self.head = head;
             self.hand_scanning_to_the_spill();
         }
+    }
+
+    /// Keeps the last bytes of line 1 when it ends in `bytes`: until then the tail buffer
+    /// holds only line 1, so its end is the tail's last bytes and the piece's up to the
+    /// newline. One copy of at most half the byte limit, once per output.
+    fn keep_first_line_end(&mut self, bytes: &[u8]) {
+        if self.first_line_bytes.is_some() {
+            return;
+        }
+        let Some(newline) = memchr::memchr(b'\n', bytes) else {
+            return;
+        };
+        let keep = self.limits.max_bytes.div_ceil(2);
+        let ending = &bytes[..newline];
+        let from_tail = keep.saturating_sub(ending.len()).min(self.tail.len());
+        self.first_line_end.clear();
+        self.first_line_end
+            .extend_from_slice(&self.tail[self.tail.len() - from_tail..]);
+        self.first_line_end
+            .extend_from_slice(&ending[ending.len().saturating_sub(keep)..]);
     }
 
     fn keep_head(&mut self, bytes: &[u8]) {
@@ -464,6 +490,30 @@ mod tests {
         assert_eq!(v.total_lines, 3);
         let c = capture(10, 4, &["ab", "cd\nxy", "z\nlast", "line\n"]);
         assert_eq!(c.view().last_line_bytes, 8);
+    }
+
+    #[test]
+    fn keeps_the_end_of_a_long_first_line_once_it_ends() {
+        let line = format!("start{}end", "é".repeat(300));
+        for chunk in [1, 7, 64, 10_000] {
+            let text = format!("{line}\nsecond\nthird\n");
+            let mut c = Capture::new(Limits::new(10, 100).unwrap(), SpillPolicy::Never);
+            assert!(c.view().first_line_end.is_empty());
+            let chars: Vec<char> = text.chars().collect();
+            for piece in chars.chunks(chunk) {
+                c.write(&piece.iter().collect::<String>());
+            }
+            c.finish();
+            let v = c.view();
+            // The last 50 bytes of line 1 (the first may be half a character).
+            assert_eq!(
+                v.first_line_end,
+                &line.as_bytes()[line.len() - 50..],
+                "{chunk}"
+            );
+        }
+        let c = capture(10, 100, &["short\n", "x".repeat(500).as_str()]);
+        assert_eq!(c.view().first_line_end, b"short");
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub struct CaptureView<'a> {
     pub total_lines: u64,
     /// Length of line 1 without its newline (so far, if it has not ended).
     pub first_line_bytes: u64,
+    /// The last bytes of line 1 (at most half of `max_bytes`), once it has ended; empty
+    /// before. With the head, which holds its start, a preview shows both ends of a line 1
+    /// too long for its share of the budget.
+    pub first_line_end: &'a [u8],
     /// Length of the last line without its newline.
     pub last_line_bytes: u64,
     pub spill_path: Option<&'a Path>,

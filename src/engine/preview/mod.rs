@@ -19,6 +19,8 @@ mod budget;
 mod compact;
 mod lines;
 #[cfg(test)]
+mod long_line_tests;
+#[cfg(test)]
 mod needle_tests;
 mod notice;
 mod partial;
@@ -549,20 +551,24 @@ mod tests {
 
     #[test]
     fn a_long_line_at_one_end_does_not_starve_the_other() {
-        // Line 1 alone is more than half the byte budget: it is shown in part, in its half,
-        // and the tail keeps the other half.
+        // Line 1 alone is more than half the byte budget: it is shown in part (its start and
+        // its end), in its half, and the tail keeps the other half.
         let mut text = format!("{}\n", "x".repeat(700));
         text.push_str(&numbered(200));
         let p = preview_of(&text, 1000, 1000, Direction::Both);
-        // What the notice and the markers leave of the 1,000 bytes, split in halves.
+        // What the notice and the markers leave of the 1,000 bytes, split in halves, and
+        // the line's half split again between its start and its end.
         let part = p.partial_line.unwrap();
         assert_eq!((part.line, part.line_bytes), (1, 700));
-        assert!((350..500).contains(&part.shown_bytes), "{part:?}");
+        assert!((300..500).contains(&part.shown_bytes), "{part:?}");
         assert!(p.content.len() <= 1000, "{}", p.content);
+        let ends = part.ends.unwrap();
         assert!(p.content.starts_with(&format!(
-            "{}\n[... line 1 goes on: {} more bytes ...]\n",
-            "x".repeat(part.shown_bytes as usize),
-            700 - part.shown_bytes
+            "{}\n[... line 1 goes on: {} bytes omitted; its last {} follow ...]\n{}\n",
+            "x".repeat(ends.start_bytes as usize),
+            700 - part.shown_bytes,
+            ends.end_bytes,
+            "x".repeat(ends.end_bytes as usize)
         )));
         let shown: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
         let tail = p.shown.last().unwrap();
@@ -601,7 +607,8 @@ mod tests {
             PartialLine {
                 line: 1,
                 shown_bytes: 100,
-                line_bytes: 2000
+                line_bytes: 2000,
+                ends: None
             }
         );
         assert!(head.content.starts_with(&"é".repeat(50)));
@@ -610,11 +617,12 @@ mod tests {
             head.content
                 .contains("showing the first 100 of line 1's 2000 bytes")
         );
+        // A tail shows the line's start and end, half the budget each, whole characters.
         let tail = preview_of(&format!("{text}\n"), 10, 101, Direction::Tail);
         assert_eq!(tail.partial_line.unwrap().shown_bytes, 100);
         assert!(
             tail.content
-                .contains("showing the last 100 of line 1's 2000 bytes")
+                .contains("showing the first 50 and the last 50 of line 1's 2000 bytes")
         );
     }
 
@@ -623,14 +631,17 @@ mod tests {
         let mut text = numbered(49_999);
         text.push_str(&"z".repeat(104_857));
         let p = preview_of(&text, 2000, 51_200, Direction::Tail);
-        // All the 51,200 bytes but what the marker and the notice take.
+        // All the 51,200 bytes but what the markers and the notice take, half to each end.
         let part = p.partial_line.unwrap();
         assert_eq!((part.line, part.line_bytes), (50_000, 104_857));
         assert!(part.shown_bytes > 50_000, "{part:?}");
         assert!(p.content.len() <= 51_200);
+        let ends = part.ends.unwrap();
+        assert_eq!(ends.start_bytes + ends.end_bytes, part.shown_bytes);
+        assert!(ends.start_bytes.abs_diff(ends.end_bytes) <= 1, "{ends:?}");
         assert!(p.content.contains(&format!(
-            "showing the last {} of line 50000's 104857 bytes",
-            part.shown_bytes
+            "showing the first {} and the last {} of line 50000's 104857 bytes",
+            ends.start_bytes, ends.end_bytes
         )));
         // In `both` the huge last line leaves the head its budget.
         let both = preview_of(&text, 2000, 51_200, Direction::Both);

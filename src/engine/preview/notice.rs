@@ -8,6 +8,7 @@ use crate::engine::capture::{CaptureView, SpillProblem};
 use crate::protocol::{LimitKind, LineRange, NextStep, NextSteps, Preview};
 
 use super::compact::is_fold_marker;
+use super::partial::Shows;
 use super::selection::Selection;
 
 /// A short pattern for `grep -E` that lists lines like the highlights.
@@ -62,10 +63,16 @@ pub(super) fn notice(
                     ranges_text(&p.shown, base)
                 )
             };
+            let shown = match (part.shows, part.info.ends) {
+                (Shows::Start, _) => format!("the first {}", part.info.shown_bytes),
+                (Shows::Both, Some(ends)) => format!(
+                    "the first {} and the last {}",
+                    ends.start_bytes, ends.end_bytes
+                ),
+                _ => format!("the last {}", part.info.shown_bytes),
+            };
             format!(
-                "showing {lines}the {} {} of line {}'s {} bytes",
-                if part.from_head { "first" } else { "last" },
-                part.info.shown_bytes,
+                "showing {lines}{shown} of line {}'s {} bytes",
                 base + part.info.line,
                 part.info.line_bytes
             )

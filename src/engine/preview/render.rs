@@ -11,6 +11,7 @@ use crate::protocol::{LineRange, NextStep, NextSteps, Preview};
 use super::Offset;
 use super::compact::is_fold_marker;
 use super::notice::notice;
+use super::partial::{Partial, Shows};
 use super::selection::Selection;
 
 /// The lines that appear whole: each segment's shown lines and the highlights, as ranges.
@@ -87,6 +88,45 @@ fn render_segments(out: &mut String, segments: &[Segment], base: u64) {
     }
 }
 
+/// Appends a partial line: its start and a marker that says how much more the line holds; a
+/// marker that gives the line's size and then its end; or its start, a marker that gives the
+/// size of the middle left out, and its end. The marker between two ends keeps the wording of
+/// the head's (`goes on`) and the tail's (`its last N follow`), so one reading serves all three.
+fn render_partial(out: &mut String, p: &Partial, base: u64) {
+    let line = base + p.info.line;
+    let left_out = p.info.line_bytes - p.info.shown_bytes;
+    match p.shows {
+        Shows::Start => {
+            out.push_str(&p.start);
+            let _ = writeln!(
+                out,
+                "\n[... line {line} goes on: {left_out} more bytes ...]"
+            );
+        }
+        Shows::End => {
+            if left_out > 0 {
+                let _ = writeln!(
+                    out,
+                    "[... line {line} is {} bytes; its last {} follow ...]",
+                    p.info.line_bytes, p.info.shown_bytes
+                );
+            }
+            out.push_str(&p.end);
+            out.push('\n');
+        }
+        Shows::Both => {
+            out.push_str(&p.start);
+            let _ = writeln!(
+                out,
+                "\n[... line {line} goes on: {left_out} bytes omitted; its last {} follow ...]",
+                p.end.len()
+            );
+            out.push_str(&p.end);
+            out.push('\n');
+        }
+    }
+}
+
 pub(super) fn render(
     view: &CaptureView<'_>,
     s: &Selection,
@@ -98,13 +138,7 @@ pub(super) fn render(
     let mut out = String::with_capacity(view.limits.max_bytes() + 1024);
     render_segments(&mut out, &s.head, base);
     if let Some(p) = &s.head_partial {
-        out.push_str(&String::from_utf8_lossy(&view.head[p.start..p.end]));
-        let _ = writeln!(
-            out,
-            "\n[... line {} goes on: {} more bytes ...]",
-            base + p.info.line,
-            p.info.line_bytes - p.info.shown_bytes
-        );
+        render_partial(&mut out, p, base);
     }
     let total = view.total_lines;
     let (first, last) = (s.head_end() + 1, s.tail_start(total) - 1);
@@ -143,17 +177,7 @@ pub(super) fn render(
         }
     }
     if let Some(p) = &s.tail_partial {
-        if p.info.shown_bytes < p.info.line_bytes {
-            let _ = writeln!(
-                out,
-                "[... line {} is {} bytes; its last {} follow ...]",
-                base + p.info.line,
-                p.info.line_bytes,
-                p.info.shown_bytes
-            );
-        }
-        out.push_str(&String::from_utf8_lossy(&view.tail[p.start..p.end]));
-        out.push('\n');
+        render_partial(&mut out, p, base);
     }
     render_segments(&mut out, &s.tail, base);
     if !out.ends_with('\n') {

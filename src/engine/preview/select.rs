@@ -12,7 +12,7 @@ use crate::protocol::{Direction, LimitKind};
 
 use super::budget::Budget;
 use super::compact::is_fold_marker;
-use super::partial::{next_in_part, partial};
+use super::partial::{before_tail, first_line, last_line, next_in_part};
 use super::pick::choose_highlights;
 use super::selection::Selection;
 use super::unfold::{Room, open_folds};
@@ -99,7 +99,7 @@ fn fit_tokens(
 ) -> (Selection, bool) {
     let select = |max_bytes: usize| {
         let selection = select_with_highlights(view, direction, budget.lines, max_bytes);
-        let tokens = crate::engine::tokens::count(&shown_text(view, &selection));
+        let tokens = crate::engine::tokens::count(&shown_text(&selection));
         (selection, tokens)
     };
     let mut max_bytes = budget.bytes;
@@ -137,7 +137,7 @@ fn fit_tokens(
 }
 
 /// The output text a selection shows (markers and notice excluded): what a budget counts.
-fn shown_text(view: &CaptureView<'_>, s: &Selection) -> String {
+fn shown_text(s: &Selection) -> String {
     let mut text = String::new();
     let push_segments = |text: &mut String, segments: &[Segment]| {
         for seg in segments {
@@ -149,13 +149,15 @@ fn shown_text(view: &CaptureView<'_>, s: &Selection) -> String {
     };
     push_segments(&mut text, &s.head);
     if let Some(p) = &s.head_partial {
-        text.push_str(&String::from_utf8_lossy(&view.head[p.start..p.end]));
+        text.push_str(&p.start);
+        text.push_str(&p.end);
     }
     for h in &s.highlights {
         text.push_str(&h.text);
     }
     if let Some(p) = &s.tail_partial {
-        text.push_str(&String::from_utf8_lossy(&view.tail[p.start..p.end]));
+        text.push_str(&p.start);
+        text.push_str(&p.end);
     }
     push_segments(&mut text, &s.tail);
     text
@@ -331,22 +333,31 @@ fn select(
         _ => max_bytes / 2,
     };
     if wants_head && head.count == 0 && total > 0 && head_budget > 0 {
-        s.head_partial = Some(partial(view, true, head_budget));
+        let ends = direction == Direction::Both;
+        s.head_partial = Some(first_line(view, head_budget, ends));
     } else if direction == Direction::Head && head.lines < max_lines {
         s.head_partial = next_in_part(view, &s.head, front.get(head.count), max_bytes - head.bytes);
     }
     let (head_lines, head_bytes) = match &s.head_partial {
-        Some(p) => (1, p.end - p.start),
+        Some(p) => (1, p.shown_len()),
         None => (head.lines, head.bytes),
     };
     let tail_budget = max_bytes - head_bytes;
-    if direction != Direction::Head
-        && tail.count == 0
-        && s.head_end() < total
-        && head_lines < max_lines
-        && tail_budget > 0
-    {
-        s.tail_partial = Some(partial(view, false, tail_budget));
+    if direction == Direction::Head || s.head_end() >= total || head_lines >= max_lines {
+        return s;
+    }
+    if tail.count == 0 && tail_budget > 0 {
+        s.tail_partial = Some(last_line(view, all.last().copied(), tail_budget));
+    } else if tail.count > 0 && head_lines + tail.lines < max_lines {
+        // The line before the tail's lines, when it alone kept the tail from the budget.
+        let before = back.len().checked_sub(tail.count + 1).map(|i| &back[i]);
+        let after_bytes = s.tail.iter().map(|seg| seg.bytes).sum();
+        s.tail_partial = before_tail(
+            view,
+            before.filter(|seg| seg.first > s.head_end()),
+            after_bytes,
+            tail_budget - tail.bytes,
+        );
     }
     s
 }

@@ -16,8 +16,9 @@ pub(super) struct Selection {
     pub(super) head: Vec<Segment>,
     /// Segments shown at the end, in output order.
     pub(super) tail: Vec<Segment>,
-    /// The start of line 1 when not even it fits the head's budget, and the end of the last
-    /// line when not even it fits the tail's.
+    /// The start of line 1 when not even it fits the head's budget (or, in a head, of the line
+    /// after its whole lines); the end of the last line when not even it fits the tail's, or
+    /// of the line before the tail's whole lines; with the line's start too where both fit.
     pub(super) head_partial: Option<Partial>,
     pub(super) tail_partial: Option<Partial>,
     /// Lines from the omitted part that look like errors, in output order.
@@ -72,7 +73,7 @@ impl Selection {
             .flatten()
         {
             lines += 1;
-            bytes += (p.end - p.start) as u64;
+            bytes += p.shown_len() as u64;
         }
         (lines as usize, bytes as usize)
     }
