@@ -222,9 +222,20 @@ impl Preview {
         let compacted = compact
             .then(|| compact::compact(view, offset.lines))
             .flatten();
+        let unfolded = || Self::build_relative(view, direction, steps, max_tokens, offset, false);
         let (mut preview, shown_folds) = match &compacted {
-            Some(c) => Self::build_relative(&c.view, direction, steps, max_tokens, offset, true),
-            None => Self::build_relative(view, direction, steps, max_tokens, offset, false),
+            Some(c) => {
+                let folded =
+                    Self::build_relative(&c.view, direction, steps, max_tokens, offset, true);
+                // An output within every limit whose folds and notice would not fit them is
+                // better shown whole, as it is, than cut.
+                if folded.0.truncated_by.is_some() && within(view, max_tokens) {
+                    unfolded()
+                } else {
+                    folded
+                }
+            }
+            None => unfolded(),
         };
         if let Some(c) = &compacted {
             preview.folds = compact::described(&c.folds, &shown_folds, offset.lines);
@@ -246,11 +257,7 @@ impl Preview {
         folded: bool,
     ) -> (Preview, Vec<u64>) {
         let limits = view.limits;
-        let within = view.total_bytes <= limits.max_bytes() as u64
-            && view.total_lines <= limits.max_lines() as u64
-            && max_tokens.is_none_or(|n| {
-                crate::engine::tokens::count(&String::from_utf8_lossy(view.head)) <= n
-            });
+        let within = within(view, max_tokens);
         if within && !folded {
             let content = String::from_utf8_lossy(view.head).into_owned();
             let preview = Preview {
@@ -412,6 +419,15 @@ impl Preview {
         self.total_lines += offset.lines;
         self.total_bytes += offset.bytes;
     }
+}
+
+/// Whether the whole output is within every limit (`max_tokens` among them, when given).
+fn within(view: &CaptureView<'_>, max_tokens: Option<usize>) -> bool {
+    let limits = view.limits;
+    view.total_bytes <= limits.max_bytes() as u64
+        && view.total_lines <= limits.max_lines() as u64
+        && max_tokens
+            .is_none_or(|n| crate::engine::tokens::count(&String::from_utf8_lossy(view.head)) <= n)
 }
 
 /// The limit a cut preview's notice names as the one that cut it.
