@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -93,23 +93,13 @@ pub(super) struct Setup<'a> {
     pub terminal: bool,
 }
 
-/// Copies of `fds` numbered 3 or more where they are below (close-on-exec: the child's
-/// `dup2` makes the copies it keeps): a daemon started with a standard descriptor closed can
-/// have a run's pipe at 0, 1 or 2.
-pub(super) fn above_stdio<const N: usize>(
-    fds: [BorrowedFd<'_>; N],
-) -> io::Result<[Option<OwnedFd>; N]> {
-    let mut moved = [const { None }; N];
-    for (slot, fd) in moved.iter_mut().zip(fds) {
-        if fd.as_raw_fd() <= 2 {
-            *slot = Some(fd.as_fd().try_clone_to_owned().and_then(|low| {
-                let high = nix::fcntl::fcntl(&low, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
-                // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that nothing else owns.
-                Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(high) })
-            })?);
-        }
-    }
-    Ok(moved)
+/// A copy of `fd` numbered 3 or more (close-on-exec: the child's `dup2` makes the copy it
+/// keeps), so that putting one of the child's stdio in place never overwrites another: a
+/// daemon started with a standard descriptor closed can have a run's pipe at 0, 1 or 2.
+pub(super) fn above_stdio(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let high = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
+    // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that nothing else owns.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(high) })
 }
 
 /// Runs in the child: the set-up, then `exec`; on failure, `errno` to `report` and exit 127.
@@ -168,4 +158,72 @@ fn prepare(setup: &Setup<'_>) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+    use std::os::fd::{AsFd, AsRawFd};
+
+    use super::*;
+
+    /// The strings a null-terminated pointer array holds.
+    fn strings(array: &[*const c_char]) -> Vec<String> {
+        let (last, items) = array.split_last().unwrap();
+        assert!(last.is_null(), "the array ends with a null pointer");
+        items
+            .iter()
+            // SAFETY: the pointers are the `Exec`'s own C strings, alive for the test.
+            .map(|&p| unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn an_exec_holds_its_command_and_a_sorted_environment_with_the_marker_last() {
+        let env = [
+            ("PATH".to_string(), "/bin".to_string()),
+            ("SPILLWAY_RUN_ID".to_string(), "forged".to_string()),
+            ("A".to_string(), "1".to_string()),
+        ];
+        let argv = ["sh".to_string(), "-c".to_string(), "echo hi".to_string()];
+        let exec = Exec::new(
+            Path::new("/bin/sh"),
+            &argv,
+            &env,
+            ("SPILLWAY_RUN_ID", "real"),
+            Path::new("/tmp"),
+        )
+        .unwrap();
+        assert_eq!(exec.program.to_str().unwrap(), "/bin/sh");
+        assert_eq!(exec.cwd.to_str().unwrap(), "/tmp");
+        assert_eq!(strings(&exec.argv), argv);
+        assert_eq!(
+            strings(&exec.envp),
+            ["A=1", "PATH=/bin", "SPILLWAY_RUN_ID=real"]
+        );
+    }
+
+    #[test]
+    fn a_nul_byte_is_refused_before_any_child_exists() {
+        let argv = ["echo".to_string(), "a\0b".to_string()];
+        let made = Exec::new(
+            Path::new("/bin/echo"),
+            &argv,
+            &[],
+            ("K", "V"),
+            Path::new("/"),
+        );
+        assert!(made.is_err());
+    }
+
+    #[test]
+    fn descriptors_are_copied_above_the_standard_ones() {
+        let null = nix::fcntl::open(
+            "/dev/null",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .unwrap();
+        assert!(above_stdio(null.as_fd()).unwrap().as_raw_fd() > 2);
+    }
 }

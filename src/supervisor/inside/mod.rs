@@ -154,19 +154,21 @@ fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
 fn pipe_ends(side: &pty::ChildSide) -> io::Result<(OwnedFd, OwnedFd, OwnedFd)> {
     let (stdin, stdout, stderr) = side.stdio();
     let stdin = match stdin {
-        Some(fd) => fd.try_clone_to_owned()?,
-        None => nix::fcntl::open(
-            "/dev/null",
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-            Mode::empty(),
+        Some(fd) => child::above_stdio(fd)?,
+        None => child::above_stdio(
+            nix::fcntl::open(
+                "/dev/null",
+                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )?
+            .as_fd(),
         )?,
     };
-    let [i, o, e] = child::above_stdio([stdin.as_fd(), stdout, stderr])?;
-    let keep = |moved: Option<OwnedFd>, fd: std::os::fd::BorrowedFd<'_>| match moved {
-        Some(moved) => Ok(moved),
-        None => fd.try_clone_to_owned(),
-    };
-    Ok((keep(i, stdin.as_fd())?, keep(o, stdout)?, keep(e, stderr)?))
+    Ok((
+        stdin,
+        child::above_stdio(stdout)?,
+        child::above_stdio(stderr)?,
+    ))
 }
 
 /// Clones the child into the cgroup `dir` is open on, and learns whether its `exec` worked:
