@@ -2,7 +2,8 @@
 //! (`&`, `nohup`, `setsid`, a double fork, a program that daemonises itself, a `setsid` child
 //! deaf to SIGTERM and SIGHUP) and each way a run ends (its command exits, a timeout, a
 //! `kill`, the daemon's SIGTERM, the daemon's crash), with cgroups, with cgroups stopped by
-//! freezing instead of `cgroup.kill`, and with the `/proc` fallback: within 10 s no process
+//! freezing instead of `cgroup.kill`, with cgroups joined by writing `cgroup.procs` instead
+//! of starting inside them, and with the `/proc` fallback: within 10 s no process
 //! of it is left, and the result names what was stopped.
 //!
 //! Every test process carries a unique token in its argv (a `sleep` duration), so the `/proc`
@@ -24,6 +25,9 @@ enum Mode {
     Cgroup,
     /// Cgroups, stopped by freezing and killing each process (as without `cgroup.kill`).
     CgroupFreeze,
+    /// Cgroups the command joins by writing `cgroup.procs` (as where it cannot be started
+    /// inside one).
+    CgroupWritten,
     /// `/proc` only (`SPILLWAY_NO_CGROUP=1`).
     Proc,
 }
@@ -33,6 +37,9 @@ fn daemon(mode: Mode) -> TestDaemon {
         Mode::Cgroup => {}
         Mode::CgroupFreeze => {
             cmd.env("SPILLWAY_NO_CGROUP_KILL", "1");
+        }
+        Mode::CgroupWritten => {
+            cmd.env("SPILLWAY_NO_CLONE_INTO_CGROUP", "1");
         }
         Mode::Proc => {
             cmd.env("SPILLWAY_NO_CGROUP", "1");
@@ -286,6 +293,7 @@ fn shutdown(mode: Mode, base: u32) {
 fn leftovers_of_a_command_that_exits_are_stopped_and_named() {
     every_kind(Mode::Cgroup, End::Exit, 0);
     every_kind(Mode::CgroupFreeze, End::Exit, 10);
+    every_kind(Mode::CgroupWritten, End::Exit, 160);
     every_kind(Mode::Proc, End::Exit, 20);
 }
 

@@ -1,5 +1,6 @@
 //! Integration tests, compiled as one binary.
 
+mod cgroup_start;
 mod cli_details;
 mod daemon;
 mod daemon_cli;

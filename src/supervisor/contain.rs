@@ -1,7 +1,8 @@
-//! Spawning a run's command contained: into its cgroup before `exec` (so not even its first
-//! child is born outside it), with the marker its processes inherit (`SPILLWAY_RUN_ID`), the
-//! caller's umask and resource limits, and with an address-space limit where no memory cgroup
-//! holds the run. A cgroup that cannot be
+//! Spawning a run's command contained: inside its cgroup from its first instruction where
+//! that is its only cgroup and the kernel can (`super::inside`), else into its cgroups before
+//! `exec` (so not even its first child is born outside them), with the marker its processes
+//! inherit (`SPILLWAY_RUN_ID`), the caller's umask and resource limits, and with an
+//! address-space limit where no memory cgroup holds the run. A cgroup that cannot be
 //! joined never stops a run: the command is spawned again without it, and tracked through
 //! `/proc`.
 
@@ -12,6 +13,7 @@ use std::path::Path;
 use super::caller::Prepared;
 use super::cgroup::RunCgroup;
 use super::descendants::RUN_ID_ENV;
+use super::inside::{self, Outcome, Start};
 use super::limits::{self, Enforcement, Resources};
 use super::{LaunchError, RunSpec, command, spawn_error};
 use crate::supervisor::{pty, reaper};
@@ -55,6 +57,32 @@ pub(super) fn spawn_contained(
             .map(|pid| (pid, None))
             .map_err(|e| spawn_error(&spec.argv[0], e));
     };
+    if cgroup.v2_only() {
+        let start = Start {
+            spec,
+            cwd,
+            program,
+            side: &child,
+            cgroup: &cgroup,
+            address_space,
+        };
+        match reaper::spawn_leader(|| match inside::spawn(&start) {
+            Outcome::Started(pid) => Ok(pid),
+            other => Err(other),
+        }) {
+            Ok(pid) => {
+                tracing::debug!(run = %spec.id, pid, "started inside its cgroup");
+                return Ok((pid, Some(cgroup)));
+            }
+            Err(Outcome::Failed(e)) => {
+                // The child is reaped: its cgroup is empty.
+                cgroup.remove();
+                return Err(spawn_error(&spec.argv[0], e));
+            }
+            Err(Outcome::Declined | Outcome::Started(_)) => {}
+        }
+    }
+    tracing::debug!(run = %spec.id, "joins its cgroup by writing cgroup.procs");
     // The child's side is consumed by a spawn, so a second try needs copies of it.
     let spare = child.try_clone().map_err(|e| LaunchError::Terminal {
         reason: e.to_string(),
@@ -76,7 +104,7 @@ pub(super) fn spawn_contained(
 
 /// The child's containment before `exec`: into its cgroups (and a cgroup namespace), and its
 /// address-space limit.
-fn contain_child(
+pub(super) fn contain_child(
     joins: &[std::ffi::CString],
     address_space: Option<u64>,
     namespace: bool,

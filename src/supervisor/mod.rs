@@ -59,6 +59,7 @@ mod contain;
 pub(crate) mod descendants;
 pub(crate) mod input;
 pub(crate) mod input_wait;
+mod inside;
 pub(crate) mod leftovers;
 pub mod limits;
 pub(crate) mod live;

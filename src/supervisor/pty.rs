@@ -16,7 +16,9 @@
 //! sees the terminal any terminal emulator would give it. The child is spawned by
 //! [`std::process::Command`] rather than by `portable-pty`, whose spawner copies the daemon's
 //! environment, falls back to `$HOME` for a missing directory, reports a failed `exec` as a
-//! blank exit and keeps only the name of a fatal signal.
+//! blank exit and keeps only the name of a fatal signal; or, where it starts inside its
+//! cgroup, by `clone3` (`super::inside`), which takes the same side ([`ChildSide::stdio`]),
+//! the same lock ([`fork_lock`]) and the same set-up ([`become_session_leader`]).
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -154,6 +156,21 @@ impl ChildSide {
         self.stdin = Some(stdin);
     }
 
+    /// Its stdin (`None`: `/dev/null`), stdout and stderr, for a spawn that puts them in
+    /// place itself; the parent's copies are closed when the side is dropped.
+    pub(super) fn stdio(&self) -> (Option<BorrowedFd<'_>>, BorrowedFd<'_>, BorrowedFd<'_>) {
+        (
+            self.stdin.as_ref().map(AsFd::as_fd),
+            self.stdout.as_fd(),
+            self.stderr.as_fd(),
+        )
+    }
+
+    /// Whether stdout is a terminal that must become the child's controlling terminal.
+    pub(super) fn is_terminal(&self) -> bool {
+        self.terminal
+    }
+
     /// Another copy of the same side, for a second spawn if the first fails.
     pub fn try_clone(&self) -> io::Result<ChildSide> {
         Ok(ChildSide {
@@ -194,9 +211,15 @@ pub fn spawn(mut cmd: Command, side: ChildSide) -> io::Result<Child> {
     // `cmd`, which holds the parent's copies of the child's side, is dropped here.
 }
 
+/// Held while forking a child by other means than [`spawn`] (see [`FORK_LOCK`]).
+pub(super) fn fork_lock() -> std::sync::MutexGuard<'static, ()> {
+    crate::sync::lock(&FORK_LOCK)
+}
+
 /// The child's set-up before `exec`: default signal dispositions, the user's open-file limit,
 /// a new session, and stdout (the PTY's slave, when `terminal`) as the controlling terminal.
-fn become_session_leader(terminal: bool) -> io::Result<()> {
+/// Only async-signal-safe calls (see [`spawn`]).
+pub(super) fn become_session_leader(terminal: bool) -> io::Result<()> {
     for sig in Signal::iterator() {
         if sig != Signal::SIGKILL && sig != Signal::SIGSTOP {
             // SAFETY: installing the default disposition runs no code of ours on delivery.

@@ -17,7 +17,6 @@
 //! ([`hung_up_since`]).
 
 use std::collections::{BTreeSet, VecDeque};
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Instant;
@@ -77,7 +76,7 @@ pub fn is_subreaper() -> bool {
 
 /// Spawns a run's leader with `spawn` (which returns its pid) and registers it, so that
 /// [`reap_strays`] leaves it to its waiter.
-pub fn spawn_leader(spawn: impl FnOnce() -> io::Result<u32>) -> io::Result<u32> {
+pub fn spawn_leader<E>(spawn: impl FnOnce() -> Result<u32, E>) -> Result<u32, E> {
     let mut leaders = leaders();
     let pid = spawn()?;
     leaders.insert(pid as i32);

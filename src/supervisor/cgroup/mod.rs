@@ -7,8 +7,9 @@
 //! `Delegate=yes`), or any writable one (a root daemon on a hybrid host, whose v2 hierarchy is
 //! mounted beside the v1 controllers). Runs get `<base>/spillway-<key>/<run id>`, where the
 //! key comes from the data directory, so a daemon restarted after a crash finds the cgroups of
-//! the runs its predecessor left behind. A command joins its cgroup between fork and exec, so
-//! not even its first child can be born outside it.
+//! the runs its predecessor left behind. A command starts inside its cgroup (`clone3` with
+//! `CLONE_INTO_CGROUP`, where its only cgroup is a v2 one and the kernel has it) or joins
+//! it between fork and exec, so not even its first child can be born outside it.
 //!
 //! Stopping uses `cgroup.kill` (Linux 5.14) where it exists; elsewhere the cgroup is frozen,
 //! each process in it is sent SIGKILL, and it is thawed, so nothing can fork its way out of
@@ -300,7 +301,14 @@ impl RunCgroup {
         &self.dir
     }
 
-    /// The `cgroup.procs` files the command writes itself into before `exec`.
+    /// Whether its v2 directory is its only cgroup (no v1 hierarchy holds one of its
+    /// limits): then its command can be started inside it (`super::inside`).
+    pub fn v2_only(&self) -> bool {
+        self.v1.is_empty()
+    }
+
+    /// The `cgroup.procs` files the command writes itself into before `exec`, where it is
+    /// not started inside its cgroup.
     pub fn join_paths(&self) -> Vec<CString> {
         std::iter::once(&self.dir)
             .chain(self.v1.iter().map(|(_, dir)| dir))
