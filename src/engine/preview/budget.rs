@@ -50,10 +50,9 @@ impl Budget {
         (over != Over::default()).then_some(over)
     }
 
-    /// This budget less `over`; `None` when that would leave the output's own lines less
-    /// than half of a limit (see [`Budget::floor`]) or changes nothing.
-    pub(super) fn less(&self, over: Over, limits: &Budget) -> Option<Budget> {
-        let floor = limits.floor();
+    /// This budget less `over`; `None` when that would leave a part under `floor`'s, or
+    /// changes nothing.
+    pub(super) fn less(&self, over: Over, floor: &Budget) -> Option<Budget> {
         let shrink = |have: usize, by: usize, floor: usize| {
             let left = have.saturating_sub(by);
             (left >= floor).then_some(left)
@@ -69,15 +68,41 @@ impl Budget {
         (next != *self).then_some(next)
     }
 
-    /// The least the output's own lines are left: half of each limit. Limits so small that
-    /// the notice would take more (a few lines, a few hundred bytes) leave the output the
-    /// limits themselves and the notice comes on top, as a preview of one byte and a notice
+    /// Half of each limit: limits whose text is over them by more than that (the preview's
+    /// own lines, a few lines and a few hundred bytes, take more than half) leave the output
+    /// the limits themselves, and the notice comes on top, as a notice around one shown byte
     /// helps nobody.
-    fn floor(&self) -> Budget {
+    pub(super) fn floor(&self) -> Budget {
         Budget {
             lines: self.lines.div_ceil(2),
             bytes: self.bytes.div_ceil(2),
             tokens: self.tokens.map(|n| n.div_ceil(2)),
+        }
+    }
+
+    /// The budget halfway from this one to `bigger`, or `None` when no part is two or more
+    /// apart (nothing left to win).
+    pub(super) fn towards(&self, bigger: &Budget) -> Option<Budget> {
+        let mid = |a: usize, b: usize| if b > a + 1 { a + (b - a) / 2 } else { a };
+        let next = Budget {
+            lines: mid(self.lines, bigger.lines),
+            bytes: mid(self.bytes, bigger.bytes),
+            tokens: match (self.tokens, bigger.tokens) {
+                (Some(a), Some(b)) => Some(mid(a, b)),
+                (tokens, _) => tokens,
+            },
+        };
+        (next != *self).then_some(next)
+    }
+
+    /// The least a budget of these limits can be: two lines and two bytes (the first and the
+    /// last line of a `both` preview, in part at worst) and one token, or the limits
+    /// themselves when they are less.
+    pub(super) fn least(&self) -> Budget {
+        Budget {
+            lines: self.lines.min(2),
+            bytes: self.bytes.min(2),
+            tokens: self.tokens.map(|n| n.min(1)),
         }
     }
 }
@@ -133,7 +158,7 @@ mod tests {
                 tokens: 0
             }
         );
-        assert_eq!(b.less(over, &b), Some(budget(2, 14, None)));
+        assert_eq!(b.less(over, &b.floor()), Some(budget(2, 14, None)));
         assert_eq!(over.most(&b), LimitKind::Lines);
     }
 
@@ -146,21 +171,31 @@ mod tests {
             tokens: 0,
         };
         assert_eq!(
-            b.less(over, &b),
+            b.less(over, &b.floor()),
             None,
             "4 lines of 10 left: the notice goes on top"
         );
+        assert_eq!(b.less(over, &b.least()), Some(budget(4, 1000, None)));
+        assert_eq!(budget(1, 5, Some(9)).least(), budget(1, 2, Some(1)));
+        assert_eq!(
+            budget(10, 100, None).towards(&budget(11, 200, None)),
+            Some(budget(10, 150, None))
+        );
+        assert_eq!(budget(10, 100, None).towards(&budget(11, 101, None)), None);
         let tokens = budget(100, 1000, Some(30));
         let over = tokens.over(&"word ".repeat(100)).unwrap();
         assert_eq!(over.most(&tokens), LimitKind::Tokens);
-        assert_eq!(tokens.less(over, &tokens), None);
+        assert_eq!(tokens.less(over, &tokens.floor()), None);
         let small = over.times(0);
-        assert_eq!(tokens.less(small, &tokens), None, "nothing changes");
+        assert_eq!(tokens.less(small, &tokens.least()), None, "nothing changes");
         let a_little = Over {
             lines: 0,
             bytes: 0,
             tokens: 5,
         };
-        assert_eq!(tokens.less(a_little, &tokens).unwrap().tokens, Some(25));
+        assert_eq!(
+            tokens.less(a_little, &tokens.floor()).unwrap().tokens,
+            Some(25)
+        );
     }
 }

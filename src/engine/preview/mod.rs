@@ -275,25 +275,43 @@ impl Preview {
             Named::BySelection
         };
         let first = Self::cut(view, direction, steps, offset, limits, max_tokens, named);
-        let mut budget = limits;
-        let mut tried = first;
+        let Some(over) = limits.over(&first.0.content) else {
+            return Self::with_folds(first);
+        };
+        if named == Named::FoldedOnly {
+            // Within every limit, but not once folded and told: now a limit cuts it.
+            named = Named::Over(over.most(&limits));
+        }
         // The whole text, markers and notice included, is held to the limits: what it went
-        // over comes off what the output's own lines may take, until it fits. A notice that
-        // grows as lines go is met by giving up twice as much from the third try on.
+        // over comes off what the output's own lines may take, until it fits, unless the
+        // preview's own lines take more than half a limit (see [`Budget::floor`]). A notice
+        // that grows as lines go is met by giving up twice as much from the third try on.
+        let mut next = limits.less(over, &limits.floor());
+        let mut too_big = limits;
         for attempt in 0.. {
-            let Some(over) = limits.over(&tried.0.content) else {
-                return Self::with_folds(tried);
-            };
-            if named == Named::FoldedOnly {
-                // Within every limit, but not once folded and told: now a limit cuts it.
-                named = Named::Over(over.most(&limits));
-            }
-            let Some(next) = budget.less(over.times(if attempt < 2 { 1 } else { 2 }), &limits)
-            else {
+            let Some(budget) = next else {
                 break;
             };
-            budget = next;
-            tried = Self::cut(view, direction, steps, offset, budget, max_tokens, named);
+            let tried = Self::cut(view, direction, steps, offset, budget, max_tokens, named);
+            let Some(over) = limits.over(&tried.0.content) else {
+                // A shrink past what was needed (the notice shortened as lines went) is won
+                // back by bisection towards the smallest budget known to be too big.
+                let (mut fits, mut fit) = (tried, budget);
+                for _ in 0..3 {
+                    let Some(mid) = fit.towards(&too_big) else {
+                        break;
+                    };
+                    let tried = Self::cut(view, direction, steps, offset, mid, max_tokens, named);
+                    if limits.over(&tried.0.content).is_some() {
+                        too_big = mid;
+                    } else {
+                        (fits, fit) = (tried, mid);
+                    }
+                }
+                return Self::with_folds(fits);
+            };
+            too_big = budget;
+            next = budget.less(over.times(if attempt < 1 { 1 } else { 2 }), &limits.least());
         }
         // The limits are too small for the preview's own lines to come out of them: the
         // output's lines take the limits themselves, and the notice comes on top.
@@ -497,10 +515,12 @@ mod tests {
                 .starts_with(&format!("start\nsecond\n{shown}\n[... line 3 goes on: "))
         );
         assert!(p.content.contains("showing lines 1-2 and the first "));
-        // Little room left (under a fifth of the budget): the lines alone.
-        let text = format!("{}\n{}\n", "a".repeat(250), "z".repeat(5000));
-        let p = preview_of(&text, 10, 300, Direction::Head);
-        assert_eq!((p.shown.len(), p.partial_line), (1, None));
+        // Little room left (under a fifth of the budget, once the notice has its part): the
+        // lines alone.
+        let text = format!("{}\n{}\n", "a".repeat(400), "z".repeat(5000));
+        let p = preview_of(&text, 10, 600, Direction::Head);
+        assert_eq!((p.shown.len(), p.partial_line), (1, None), "{}", p.content);
+        assert!(p.content.len() <= 600);
     }
 
     #[test]
