@@ -227,9 +227,13 @@ impl Preview {
             Some(c) => {
                 let folded =
                     Self::build_relative(&c.view, direction, steps, max_tokens, offset, true);
-                // An output within every limit whose folds and notice would not fit them is
-                // better shown whole, as it is, than cut.
-                if folded.0.truncated_by.is_some() && within(view, max_tokens) {
+                // An output within every limit is better shown whole, as it is, than cut
+                // because its folds and notice would not fit the limits, or folded into a
+                // text no shorter than itself (a diff's few alike lines, each marker quoting
+                // its template).
+                let no_gain = folded.0.truncated_by.is_some()
+                    || folded.0.content.len() as u64 >= view.total_bytes;
+                if no_gain && within(view, max_tokens) {
                     unfolded()
                 } else {
                     folded
