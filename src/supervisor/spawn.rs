@@ -177,6 +177,7 @@ fn start_threads(
         reader: reader_rx,
         finished: finished_tx,
         started_at,
+        launched: std::time::Instant::now(),
     };
     if let Err(e) = spawn_thread("wait", pid, move || waiter.run()) {
         shared.abandon();

@@ -38,12 +38,15 @@ pub(super) struct Waiter {
     pub(super) reader: mpsc::Receiver<JoinHandle<(Finish, Output)>>,
     pub(super) finished: oneshot::Sender<Finished>,
     pub(super) started_at: chrono::DateTime<Utc>,
+    /// When the waiter was made, just after the command started: the processes a hangup
+    /// ended are looked for from then, because the daemon may reap them (the leader's exit
+    /// hangs up its terminal at once) before this thread learns of the exit.
+    pub(super) launched: Instant,
 }
 
 impl Waiter {
     pub(super) fn run(self) {
         self.shared.wait_for_exit();
-        let exited_at = Instant::now();
         // What the command left running, looked at as soon as it has exited (a stop's
         // signals are still at work on the group then: only what outlives them counts).
         let by_itself = self.shared.state().cause.is_none();
@@ -68,7 +71,7 @@ impl Waiter {
         let wait = self.shared.reap();
         self.shared.reap_members();
         let hung_up = if by_itself {
-            reaper::hung_up_since(self.shared.pgid.as_raw() as u32, exited_at)
+            reaper::hung_up_since(self.shared.pgid.as_raw() as u32, self.launched)
         } else {
             Vec::new()
         };
