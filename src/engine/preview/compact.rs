@@ -25,6 +25,7 @@ use crate::engine::redact::Redactor;
 use crate::engine::template::{
     self, Learner, Limits, LineTemplate, TemplateId, fold_text, plan_folds,
 };
+use crate::engine::tokens::floor::at_least;
 use crate::protocol::{FoldTemplate, TemplateFold};
 
 /// Below this many o200k tokens an output is shown as it is (rule 1: small stays whole).
@@ -184,10 +185,16 @@ pub(super) fn described(folds: &[template::Fold], shown: &[u64], base: u64) -> V
         .collect()
 }
 
-/// Whether the output costs at least [`COMPACT_FROM_TOKENS`] tokens: counted when the capture
-/// holds it whole; otherwise its head or tail alone reaching the threshold says so, and short
-/// of that the head's tokens per byte over the whole output's bytes are the estimate.
+/// Whether the output costs at least [`COMPACT_FROM_TOKENS`] tokens: a floor under its head's
+/// or tail's count reaching the threshold says so without the tokenizer (most outputs worth
+/// folding, in their first few KiB); otherwise counted when the capture holds it whole, or its
+/// head or tail alone reaching the threshold says so, and short of that the head's tokens per
+/// byte over the whole output's bytes are the estimate.
 fn above_threshold(view: &CaptureView<'_>) -> bool {
+    let floor = |bytes: &[u8]| at_least(bytes, COMPACT_FROM_TOKENS) >= COMPACT_FROM_TOKENS;
+    if floor(view.head) || floor(view.tail) {
+        return true;
+    }
     let count = |bytes: &[u8]| count_up_to(bytes, COMPACT_FROM_TOKENS);
     let head = count(view.head);
     if view.is_whole() || head >= COMPACT_FROM_TOKENS {

@@ -8,6 +8,8 @@
 //! [`EXACT_MAX_BYTES`]), so an output is counted exactly only while that is cheap; past that,
 //! its count is estimated from a bounded [`Sampler`] of it, and said to be an estimate.
 
+pub mod floor;
+
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -455,7 +457,7 @@ mod tests {
         let bpe = reference();
         let mut sources = String::new();
         for file in [
-            "src/engine/tokens.rs",
+            "src/engine/tokens/mod.rs",
             "src/engine/preview/mod.rs",
             "README.md",
             "docs/protocol.md",
