@@ -69,6 +69,9 @@ struct Held {
     /// The line just before it, and those after it (up to [`AFTER_LINES`]).
     before: Option<Context>,
     after: Vec<Context>,
+    /// A floor under its neighbourhood clamped at [`FREQUENT`], as [`Surprise::least_worth`]
+    /// last found it.
+    known: u16,
 }
 
 /// Counts shapes and holds the lines whose shape was new, for [`Surprise::needles`].
@@ -210,55 +213,58 @@ impl Surprise {
         // random words) every line is held for a while, so this runs on most lines.
         let mut buffer = String::new();
         if self.held.len() == HELD {
-            buffer = self.held.remove(self.least_worth()).text;
+            let room = self.least_worth();
+            buffer = self.held.remove(room).text;
             buffer.clear();
         }
         buffer.push_str(text);
         let mut around = [0; 2 * AROUND];
         around[..AROUND].copy_from_slice(&self.recent);
-        self.held.push(Held {
+        let mut held = Held {
             line,
             text: buffer,
             shape,
             around,
             before: before.filter(|_| line > 1),
             after: Vec::new(),
-        });
+            known: 0,
+        };
+        held.known = self.neighbourhood(&held).min(FREQUENT);
+        self.held.push(held);
     }
 
     /// Which held line makes room: the first no longer rare, else the one least worth keeping
     /// (among the fewest frequent lines around it, then the earliest: nearer the end of the
-    /// output is nearer the failure). One pass, and a neighbourhood is counted only as far as it could
-    /// still be the least: in an output of distinct lines this runs on most lines, and the
-    /// plain form (every held line's whole neighbourhood, then the least) cost more than the
-    /// line's shape (a property test holds the two to the same choice).
-    fn least_worth(&self) -> usize {
-        // (index, clamped neighbourhood) of the least so far; all before it are rare.
+    /// output is nearer the failure). In an output of distinct lines this runs on most lines,
+    /// and counting every held line's neighbourhood each time cost more than the line's shape:
+    /// each held line keeps what its neighbourhood was last found to be, a floor under what it
+    /// is (counts only grow, and its neighbours only arrive), and only the least by those
+    /// floors is counted again, until its count is its floor (a property test holds this to
+    /// the plain choice).
+    fn least_worth(&mut self) -> usize {
         let mut least: Option<(usize, u16)> = None;
         for (i, h) in self.held.iter().enumerate() {
             if self.count(h.shape) > RARE {
                 return i;
             }
-            let bound = least.map_or(u16::MAX, |(_, n)| n);
-            if let Some(n) = self.neighbourhood_below(h, bound) {
-                least = Some((i, n));
+            if least.is_none_or(|(_, known)| h.known < known) {
+                least = Some((i, h.known));
             }
         }
-        least.map_or(0, |(i, _)| i)
-    }
-
-    /// A held line's neighbourhood, clamped at [`FREQUENT`] (past it, all are frequent alike),
-    /// if it is below `bound` (held lines are in output order, so of two with the same
-    /// neighbourhood the earlier is worth less).
-    fn neighbourhood_below(&self, h: &Held, bound: u16) -> Option<u16> {
-        let mut most = 0;
-        for &s in h.around.iter().filter(|&&s| s != 0) {
-            most = most.max(self.count(s).min(FREQUENT));
-            if most >= bound {
-                return None;
+        while let Some((i, known)) = least {
+            let now = self.neighbourhood(&self.held[i]).min(FREQUENT);
+            if now == known {
+                return i;
             }
+            self.held[i].known = now;
+            least = self
+                .held
+                .iter()
+                .enumerate()
+                .min_by_key(|(j, h)| (h.known, *j))
+                .map(|(j, h)| (j, h.known));
         }
-        Some(most)
+        0
     }
 
     /// The count of the most frequent shape around a held line.
@@ -526,8 +532,8 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The one-pass choice of the line that makes room is the plain one's, whatever the
-        /// counts.
+        /// The choice of the line that makes room, from each held line's floor, is the plain
+        /// one's, whatever the counts.
         #[test]
         fn the_line_that_makes_room_is_the_plain_choice(
             lines in proptest::collection::vec(line(), 0..400),
