@@ -4,13 +4,15 @@
 //! One [`SharedScanner`] is fed by whoever holds the text next (the capture until a spill file
 //! opens, then the file's writer thread), so each piece is scanned once; the outline learns
 //! which of its lines the highlighter counted, so a preview's counts of what it omits are
-//! exact. The search for the highlighter's candidate lines, about half the work, needs nothing
-//! but the text: the capture's thread does it for each batch it hands the writer
-//! ([`SharedScanner::candidate_lines`]), which keeps the two threads about even.
+//! exact. The search for the highlighter's candidate lines, about half the work, and the
+//! shapes of the lines over an output's first MiBs, need nothing but the text: the capture's
+//! thread finds them for each batch it hands the writer ([`SharedScanner::found_in`]), which
+//! keeps the two threads about even.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::engine::highlight::{CandidateLines, Findings, Highlighter, Patterns};
+use crate::engine::highlight::{CandidateLines, Findings, Highlighter, LineShapes, Patterns};
 use crate::engine::outline::{Outline, OutlineView};
 use crate::storage::spill::{Prepared, TextReader};
 
@@ -35,6 +37,16 @@ struct Shared {
     /// The scanner's patterns, with which either thread can find a piece's candidate lines
     /// without the lock.
     patterns: Option<Patterns>,
+    /// Bytes of the pieces [`SharedScanner::found_in`] was given: where the next one starts.
+    found_to: AtomicU64,
+}
+
+/// What the capture's thread found in a piece before the writer scans it: its candidate lines
+/// and, over the output's first MiBs, its lines' shapes.
+#[derive(Debug)]
+pub struct Found {
+    lines: CandidateLines,
+    shapes: Option<LineShapes>,
 }
 
 impl SharedScanner {
@@ -50,28 +62,36 @@ impl SharedScanner {
         SharedScanner(Arc::new(Shared {
             scanner: Mutex::new(scanner),
             patterns,
+            found_to: AtomicU64::new(0),
         }))
     }
 
-    /// The lines of `text` worth trying against the patterns (none when highlights are off),
-    /// for [`SharedScanner::write_lines`]: found without the lock, on the caller's thread.
-    pub fn candidate_lines(&self, text: &str) -> Option<CandidateLines> {
-        self.0.patterns.as_ref().map(|p| p.candidate_lines(text))
+    /// What can be found in `text`, the next piece of output, without the lock, on the
+    /// caller's thread, for [`SharedScanner::write_found`] (nothing when highlights are off).
+    pub fn found_in(&self, text: &str) -> Option<Found> {
+        let at = self
+            .0
+            .found_to
+            .fetch_add(text.len() as u64, Ordering::Relaxed);
+        self.0.patterns.as_ref().map(|p| Found {
+            lines: p.candidate_lines(text),
+            shapes: LineShapes::of(text, at),
+        })
     }
 
     /// Takes the next piece of output, holding `newlines` newlines.
     pub fn write(&self, text: &str, newlines: u64) {
-        self.write_lines(text, newlines, self.candidate_lines(text).as_ref());
+        let found = self.found_in(text);
+        self.write_found(text, newlines, found.as_ref());
     }
 
-    /// [`SharedScanner::write`] with the piece's candidate lines found already, by
-    /// [`SharedScanner::candidate_lines`].
-    pub fn write_lines(&self, text: &str, newlines: u64, lines: Option<&CandidateLines>) {
+    /// [`SharedScanner::write`] with what [`SharedScanner::found_in`] found in the piece.
+    pub fn write_found(&self, text: &str, newlines: u64, found: Option<&Found>) {
         let mut guard = self.lock();
         let s = &mut *guard;
         if let Some(h) = &mut s.highlighter {
-            match lines {
-                Some(lines) => h.write_lines(text, newlines, lines),
+            match found {
+                Some(f) => h.write_lines(text, newlines, &f.lines, f.shapes.as_ref()),
                 None => h.write(text, newlines),
             }
             h.take_found(&mut s.lines);
@@ -109,12 +129,11 @@ impl SharedScanner {
 /// candidate lines found on the capture's thread.
 impl TextReader for SharedScanner {
     fn prepare(&self, text: &str) -> Option<Prepared> {
-        self.candidate_lines(text)
-            .map(|lines| Box::new(lines) as Prepared)
+        self.found_in(text).map(|found| Box::new(found) as Prepared)
     }
 
     fn read(&self, text: &str, newlines: u64, prepared: Option<Prepared>) {
-        let lines = prepared.and_then(|p| p.downcast::<CandidateLines>().ok());
-        self.write_lines(text, newlines, lines.as_deref());
+        let found = prepared.and_then(|p| p.downcast::<Found>().ok());
+        self.write_found(text, newlines, found.as_deref());
     }
 }

@@ -22,6 +22,7 @@ use context::lines_before;
 pub use kind::kind_of;
 use patterns::CandidateLine;
 pub use patterns::{BadPattern, CandidateLines, Patterns};
+pub use surprise::LineShapes;
 use surprise::Surprise;
 
 /// Candidates kept at each end of the output.
@@ -164,18 +165,26 @@ impl Highlighter {
     /// candidates kept here.
     pub fn write(&mut self, text: &str, newlines: u64) {
         let lines = self.patterns.candidate_lines(text);
-        self.write_lines(text, newlines, &lines);
+        self.write_lines(text, newlines, &lines, None);
     }
 
     /// [`Highlighter::write`] with the candidate lines of `text` found already, by
-    /// [`Patterns::candidate_lines`] of these patterns.
-    pub fn write_lines(&mut self, text: &str, newlines: u64, lines: &CandidateLines) {
+    /// [`Patterns::candidate_lines`] of these patterns, and its lines' shapes when given
+    /// ([`LineShapes::of`]).
+    pub fn write_lines(
+        &mut self,
+        text: &str,
+        newlines: u64,
+        lines: &CandidateLines,
+        shapes: Option<&LineShapes>,
+    ) {
         debug_assert_eq!(
             newlines,
             count_newlines(text),
             "the caller's count is wrong"
         );
-        self.surprise.write(text, &self.carry, self.carry_cut);
+        self.surprise
+            .write(text, &self.carry, self.carry_cut, shapes);
         let mut rest = text;
         let mut ended = self.ended;
         self.ended += newlines;

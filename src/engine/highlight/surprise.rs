@@ -43,6 +43,32 @@ const CONTEXT_LINE_BYTES: usize = 512;
 /// the capture's full speed, its needles then found by the patterns alone.
 pub(super) const MAX_BYTES: u64 = 4 << 20;
 
+/// The shapes of the lines a piece of output ends, the first as if it began the piece: the
+/// part of [`Surprise::write`]'s work that needs nothing but the text, so the capture's thread
+/// can do it while the writer's is busy (over an output's first MiBs the shapes cost the
+/// writer more than everything else it does).
+#[derive(Debug, Default)]
+pub struct LineShapes(Vec<u64>);
+
+impl LineShapes {
+    /// The shapes of `text`'s lines, or `None` once `at` (the bytes of output before `text`) is
+    /// past [`MAX_BYTES`], where they are no longer counted.
+    pub fn of(text: &str, at: u64) -> Option<LineShapes> {
+        if at >= MAX_BYTES {
+            return None;
+        }
+        let mut start = 0;
+        let shapes = memchr::memchr_iter(b'\n', text.as_bytes())
+            .map(|end| {
+                let shape = shape_of(&text[start..end]);
+                start = end + 1;
+                shape
+            })
+            .collect();
+        Some(LineShapes(shapes))
+    }
+}
+
 /// A line of context, whole (at most [`CONTEXT_LINE_BYTES`]), and its shape.
 #[derive(Debug, Clone)]
 struct Context {
@@ -106,8 +132,15 @@ impl Surprise {
     }
 
     /// Takes the next piece of output. `carry` is the start of the line in progress before
-    /// this piece (as the highlighter keeps it, `cut` when it was too long to keep whole).
-    pub(super) fn write(&mut self, text: &str, carry: &str, cut: bool) {
+    /// this piece (as the highlighter keeps it, `cut` when it was too long to keep whole);
+    /// `shapes`, when given, are the [`LineShapes`] of `text`, worked out on another thread.
+    pub(super) fn write(
+        &mut self,
+        text: &str,
+        carry: &str,
+        cut: bool,
+        shapes: Option<&LineShapes>,
+    ) {
         if self.taken >= MAX_BYTES {
             return;
         }
@@ -115,15 +148,20 @@ impl Surprise {
         let bytes = text.as_bytes();
         let mut start = 0;
         let mut before = Before::Earlier;
-        for end in memchr::memchr_iter(b'\n', bytes) {
-            let line: Option<Cow<'_, str>> = if start > 0 || (carry.is_empty() && !cut) {
+        for (k, end) in memchr::memchr_iter(b'\n', bytes).enumerate() {
+            let own = start > 0 || (carry.is_empty() && !cut);
+            let line: Option<Cow<'_, str>> = if own {
                 Some(Cow::Borrowed(&text[start..end]))
             } else if cut {
                 None
             } else {
                 Some(Cow::Owned(format!("{carry}{}", &text[..end])))
             };
-            let shape = line.as_deref().map_or(LONG, shape_of);
+            let given = shapes.and_then(|s| s.0.get(k)).filter(|_| own);
+            let shape = match (given, line.as_deref()) {
+                (Some(&shape), _) => shape,
+                (None, line) => line.map_or(LONG, shape_of),
+            };
             let offered = self.line_ended(line.as_deref(), shape, before);
             before = match line.filter(|_| offered) {
                 Some(Cow::Borrowed(line)) => Before::Here(Some((line, shape))),
@@ -358,13 +396,22 @@ mod tests {
 
     /// The needles of `text` fed in pieces of `size` bytes (at char boundaries).
     fn needles(text: &str, size: usize) -> Vec<Candidate> {
-        let mut h = Highlighter::new(Patterns::defaults());
+        needles_given(text, size, false)
+    }
+
+    /// [`needles`], with each piece's [`LineShapes`] worked out apart and given when `given`.
+    fn needles_given(text: &str, size: usize, given: bool) -> Vec<Candidate> {
+        let patterns = Patterns::defaults();
+        let mut h = Highlighter::new(patterns.clone());
         let mut at = 0;
         while at < text.len() {
             let end = (at + size.min(text.len() - at)..=text.len())
                 .find(|&e| text.is_char_boundary(e))
                 .unwrap();
-            h.write(&text[at..end], count_newlines(&text[at..end]));
+            let piece = &text[at..end];
+            let shapes = LineShapes::of(piece, at as u64).filter(|_| given);
+            let lines = patterns.candidate_lines(piece);
+            h.write_lines(piece, count_newlines(piece), &lines, shapes.as_ref());
             at = end;
         }
         h.finish();
@@ -541,7 +588,7 @@ mod tests {
             let mut s = Surprise::new();
             for line in &lines {
                 let text = format!("{line}\n");
-                s.write(&text, "", false);
+                s.write(&text, "", false, None);
                 if !s.held.is_empty() {
                     proptest::prop_assert_eq!(s.least_worth(), plain_least_worth(&s));
                 }
@@ -551,8 +598,8 @@ mod tests {
 
     proptest::proptest! {
         /// Memory stays bounded whatever the output, every needle is a real line of it at
-        /// the line number it gives (and so is its context), and how the output is cut into
-        /// pieces changes nothing.
+        /// the line number it gives (and so is its context), and neither how the output is cut
+        /// into pieces nor which thread worked out its lines' shapes changes anything.
         #[test]
         fn needles_are_real_lines_bounded_and_the_same_however_cut(
             lines in proptest::collection::vec(line(), 0..600),
@@ -579,11 +626,15 @@ mod tests {
                     proptest::prop_assert_eq!(spill[at + 1 + k], a.as_str());
                 }
             }
-            let cut = needles(&text, size);
-            proptest::prop_assert_eq!(
-                cut.iter().map(|c| (c.line, &c.text, &c.before, &c.after)).collect::<Vec<_>>(),
-                whole.iter().map(|c| (c.line, &c.text, &c.before, &c.after)).collect::<Vec<_>>()
-            );
+            let facts = |found: &[Candidate]| -> Vec<(u64, String, Vec<String>, Vec<String>)> {
+                found.iter().map(|c| (c.line, c.text.clone(), c.before.clone(), c.after.clone())).collect()
+            };
+            // Cut anywhere, with the lines' shapes worked out apart (as the capture's thread
+            // does) or by the highlighter itself.
+            for given in [false, true] {
+                let cut = needles_given(&text, size, given);
+                proptest::prop_assert_eq!(facts(&cut), facts(&whole), "given {}", given);
+            }
         }
     }
 }
