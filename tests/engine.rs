@@ -72,6 +72,28 @@ proptest! {
     }
 }
 
+/// Every engine invariant (`crate::invariants::engine`) over a generated text, normalised by
+/// default with the default highlights, at `max_lines` and `max_bytes` (and `max_tokens`): fed
+/// whole, or with `piece` in seven cuts that far apart, so a chunk boundary falls anywhere.
+fn check_text(
+    text: &str,
+    (max_lines, max_bytes): (u64, u64),
+    direction: Direction,
+    max_tokens: Option<usize>,
+    piece: Option<usize>,
+) {
+    let cuts = piece.map_or(Vec::new(), |n| (1..8).map(|i| i * n).collect());
+    engine(&EngineCase {
+        input: text.as_bytes(),
+        cuts,
+        opts: NormaliseOptions::default(),
+        limits: Limits::new(max_lines, max_bytes).unwrap(),
+        direction,
+        highlights: true,
+        max_tokens,
+    });
+}
+
 /// Captures `text` (already normalised) in `chunks`-sized writes with the spill capped at
 /// `cap`; returns the capture, finished, and the spill file's content.
 fn capture_capped(text: &str, chunk: usize, cap: u64, root: &std::path::Path) -> (Capture, String) {
@@ -174,15 +196,7 @@ proptest! {
         dir in direction(),
         max_tokens in prop::option::of(50usize..5000),
     ) {
-        engine(&EngineCase {
-            input: text.as_bytes(),
-            cuts: Vec::new(),
-            opts: NormaliseOptions::default(),
-            limits: Limits::new(max_lines, max_bytes).unwrap(),
-            direction: dir,
-            highlights: true,
-            max_tokens,
-        });
+        check_text(&text, (max_lines, max_bytes), dir, max_tokens, None);
     }
 }
 
@@ -318,16 +332,7 @@ proptest! {
         dir in direction(),
         piece in prop::option::of(1usize..5000),
     ) {
-        let cuts = piece.map_or(Vec::new(), |n| (1..8).map(|i| i * n).collect());
-        engine(&EngineCase {
-            input: text.as_bytes(),
-            cuts,
-            opts: NormaliseOptions::default(),
-            limits: Limits::new(max_lines, max_bytes).unwrap(),
-            direction: dir,
-            highlights: true,
-            max_tokens: None,
-        });
+        check_text(&text, (max_lines, max_bytes), dir, None, piece);
     }
 }
 
@@ -343,15 +348,7 @@ proptest! {
         max_tokens in 20usize..3000,
         dir in direction(),
     ) {
-        engine(&EngineCase {
-            input: text.as_bytes(),
-            cuts: Vec::new(),
-            opts: NormaliseOptions::default(),
-            limits: Limits::new(2000, 51200).unwrap(),
-            direction: dir,
-            highlights: true,
-            max_tokens: Some(max_tokens),
-        });
+        check_text(&text, (2000, 51200), dir, Some(max_tokens), None);
     }
 }
 
@@ -390,15 +387,6 @@ proptest! {
         max_tokens in prop::option::weighted(0.25, 20usize..3000),
         piece in prop::option::of(1usize..9000),
     ) {
-        let cuts = piece.map_or(Vec::new(), |n| (1..8).map(|i| i * n).collect());
-        engine(&EngineCase {
-            input: text.as_bytes(),
-            cuts,
-            opts: NormaliseOptions::default(),
-            limits: Limits::new(max_lines, max_bytes).unwrap(),
-            direction: dir,
-            highlights: true,
-            max_tokens,
-        });
+        check_text(&text, (max_lines, max_bytes), dir, max_tokens, piece);
     }
 }

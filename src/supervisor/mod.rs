@@ -55,6 +55,7 @@ use crate::supervisor::live::Live;
 
 pub mod caller;
 pub mod cgroup;
+mod child_setup;
 mod contain;
 pub(crate) mod descendants;
 pub(crate) mod input;

@@ -53,18 +53,12 @@ impl Budget {
     /// This budget less `over`; `None` when that would leave a part under `floor`'s, or
     /// changes nothing.
     pub(super) fn less(&self, over: Over, floor: &Budget) -> Option<Budget> {
-        let shrink = |have: usize, by: usize, floor: usize| {
-            let left = have.saturating_sub(by);
-            (left >= floor).then_some(left)
+        let left = Budget {
+            lines: self.lines.saturating_sub(over.lines),
+            bytes: self.bytes.saturating_sub(over.bytes),
+            tokens: self.tokens.map(|n| n.saturating_sub(over.tokens)),
         };
-        let next = Budget {
-            lines: shrink(self.lines, over.lines, floor.lines)?,
-            bytes: shrink(self.bytes, over.bytes, floor.bytes)?,
-            tokens: match (self.tokens, floor.tokens) {
-                (Some(n), Some(least)) => Some(shrink(n, over.tokens, least)?),
-                _ => None,
-            },
-        };
+        let next = left.zip_with(floor, |left, floor| (left >= floor).then_some(left))?;
         (next != *self).then_some(next)
     }
 
@@ -83,15 +77,8 @@ impl Budget {
     /// The budget halfway from this one to `bigger`, or `None` when no part is two or more
     /// apart (nothing left to win).
     pub(super) fn towards(&self, bigger: &Budget) -> Option<Budget> {
-        let mid = |a: usize, b: usize| if b > a + 1 { a + (b - a) / 2 } else { a };
-        let next = Budget {
-            lines: mid(self.lines, bigger.lines),
-            bytes: mid(self.bytes, bigger.bytes),
-            tokens: match (self.tokens, bigger.tokens) {
-                (Some(a), Some(b)) => Some(mid(a, b)),
-                (tokens, _) => tokens,
-            },
-        };
+        let mid = |a: usize, b: usize| Some(if b > a + 1 { a + (b - a) / 2 } else { a });
+        let next = self.zip_with(bigger, mid)?;
         (next != *self).then_some(next)
     }
 
@@ -104,6 +91,25 @@ impl Budget {
             bytes: self.bytes.min(2),
             tokens: self.tokens.map(|n| n.min(1)),
         }
+    }
+
+    /// Each part of this budget and the same part of `other` through `part`, or `None` when
+    /// `part` gives none for one of them. Tokens go through it only when both budgets count
+    /// them; where only this one does, its own are kept. (Every budget of a preview is made
+    /// from the same limits, so both count tokens or neither.)
+    fn zip_with(
+        &self,
+        other: &Budget,
+        part: impl Fn(usize, usize) -> Option<usize>,
+    ) -> Option<Budget> {
+        Some(Budget {
+            lines: part(self.lines, other.lines)?,
+            bytes: part(self.bytes, other.bytes)?,
+            tokens: match (self.tokens, other.tokens) {
+                (Some(a), Some(b)) => Some(part(a, b)?),
+                (tokens, _) => tokens,
+            },
+        })
     }
 }
 
@@ -196,6 +202,28 @@ mod tests {
         assert_eq!(
             tokens.less(a_little, &tokens.floor()).unwrap().tokens,
             Some(25)
+        );
+    }
+
+    #[test]
+    fn tokens_are_a_part_only_when_both_budgets_count_them() {
+        let sum = |a: usize, b: usize| Some(a + b);
+        let counted = budget(1, 2, Some(3));
+        let uncounted = budget(10, 20, None);
+        assert_eq!(counted.zip_with(&counted, sum), Some(budget(2, 4, Some(6))));
+        assert_eq!(
+            counted.zip_with(&uncounted, sum),
+            Some(budget(11, 22, Some(3)))
+        );
+        assert_eq!(
+            uncounted.zip_with(&counted, sum),
+            Some(budget(11, 22, None))
+        );
+        let refused = |a: usize, _| (a < 3).then_some(a);
+        assert_eq!(
+            counted.zip_with(&counted, refused),
+            None,
+            "one part refused"
         );
     }
 }

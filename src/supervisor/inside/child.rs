@@ -4,9 +4,9 @@
 //! array is built in the parent, and the child makes system calls only.
 //!
 //! The steps are those of `std::process::Command`'s child followed by the hooks the
-//! `Command` path installs (`super::super::contain`, `super::super::pty`), in the same order:
-//! stdio, working directory, the caller's umask and limits, the address-space limit and the
-//! cgroup namespace, default signal dispositions and a new session with its controlling
+//! `Command` path installs (`super::super::child_setup`, `super::super::pty`), in the same
+//! order: stdio, working directory, the caller's umask and limits, the address-space limit and
+//! the cgroup namespace, default signal dispositions and a new session with its controlling
 //! terminal, an empty signal mask, then `execvpe` (which, as `std`'s `execvp`, runs a script
 //! without `#!` with `/bin/sh`). A failed step sends its `errno` to the parent through a
 //! close-on-exec pipe, as `std` does, and the child exits.
@@ -21,7 +21,8 @@ use std::path::Path;
 use nix::libc;
 
 use crate::supervisor::caller::Prepared;
-use crate::supervisor::{contain, pty};
+use crate::supervisor::child_setup::contain_child;
+use crate::supervisor::pty;
 
 /// A program, its arguments, environment and working directory as C strings, with the
 /// null-terminated pointer arrays `execvpe` takes.
@@ -146,7 +147,7 @@ fn prepare(setup: &Setup<'_>) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     setup.caller.apply()?;
-    contain::contain_child(&[], setup.address_space, setup.namespace)?;
+    contain_child(&[], setup.address_space, setup.namespace)?;
     pty::become_session_leader(setup.terminal)?;
     // SAFETY: an empty set, made and installed by async-signal-safe calls: the daemon's
     // threads may block signals, which a command must not inherit.
