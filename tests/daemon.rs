@@ -517,6 +517,42 @@ fn run_previews_carry_highlights_and_keep_a_token_budget() {
 }
 
 #[test]
+fn how_a_run_ended_decides_which_needle_a_tight_budget_shows() {
+    let daemon = TestDaemon::start();
+    // 400 lines of one shape (paths differ in letters, so the outline does not fold them), a
+    // restatement a pattern names at line 151, and a line only its rarity marks at line 301;
+    // 9 lines leave room for one highlight.
+    let script = |code: u8| {
+        format!(
+            "seq 1 400 | tr 0-9 a-j | awk '{{ if (NR==151) print \"make: *** [all] Error 2\"; \
+             else if (NR==301) print \"the cache index was rebuilt from scratch\"; \
+             else print \"checked /srv/\" $1 \"/mod.py fine\" }}'; exit {code}"
+        )
+    };
+    let content = |code: u8| -> String {
+        let flags = ["--json", "--no-tty", "--compact", "off", "--max-lines", "9"];
+        let out = daemon.run(&[&flags[..], &["--", "sh", "-c", &script(code)]].concat());
+        let exit: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
+        exit["content"].as_str().unwrap().to_string()
+    };
+    let restatement = "[at line 151]\nmake: *** [all] Error 2\n";
+    let rare = "[at line 301]\nthe cache index was rebuilt from scratch\n";
+    // A failed run: the rare line is likelier why (and nearer the end).
+    let failed = content(1);
+    assert!(
+        failed.contains(rare) && !failed.contains(restatement),
+        "{failed}"
+    );
+    // A run that succeeded: what a pattern names comes first.
+    let succeeded = content(0);
+    assert!(
+        succeeded.contains(restatement) && !succeeded.contains(rare),
+        "{succeeded}"
+    );
+}
+
+#[test]
 fn a_process_that_escaped_its_run_is_stopped_and_reaped() {
     let daemon = TestDaemon::start();
     // The escapee leaves the run's group (setsid; not forked, so $! is the escapee) and lets

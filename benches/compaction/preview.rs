@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use spillway::engine::capture::{Capture, Limits, SpillPolicy};
+use spillway::engine::capture::{Capture, Limits, Outcome, SpillPolicy};
 use spillway::engine::driver::Engine;
 use spillway::engine::normalise::{NormaliseOptions, Normaliser};
 use spillway::engine::redact::Redactor;
@@ -23,7 +23,7 @@ pub fn run_preview(plain: &str, data_dir: &Path, compact: bool) -> BenchResult<S
         Engine::new(Normaliser::new(NormaliseOptions::default()), capture).with_compact(compact);
     engine.feed(plain.as_bytes());
     engine.finish();
-    let mut preview = engine.preview(Direction::Both, &CliSteps, None);
+    let mut preview = engine.preview(Direction::Both, &CliSteps, None, Outcome::Unknown);
     preview.redact(Redactor::builtin());
     Ok(preview.content)
 }

@@ -13,7 +13,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use crate::client::args::{CompactArg, HighlightArgs, LimitArgs, RedactFlag, parse_spill_cap};
-use crate::engine::capture::{Capture, Limits, SpillPolicy};
+use crate::engine::capture::{Capture, Limits, Outcome, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::Redactor;
@@ -109,7 +109,8 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let max_tokens = args
         .max_tokens
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let mut preview = engine.preview(args.direction, &CliSteps, max_tokens);
+    // Standard input's writer is not known, nor how it ended.
+    let mut preview = engine.preview(args.direction, &CliSteps, max_tokens, Outcome::Unknown);
     if !args.redact.no_redact {
         preview.redact(Redactor::builtin());
     }

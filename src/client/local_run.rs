@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::client::local::READ_CHUNK;
-use crate::engine::capture::{Capture, Limits, SpillPolicy};
+use crate::engine::capture::{Capture, Limits, Outcome, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::Redactor;
@@ -77,7 +77,12 @@ pub(crate) fn run(run: &LocalRun<'_>) -> Result<LocalOutcome> {
         .with_compact(run.compact);
     let status = feed_until_exit(&mut engine, &chunks, &mut child)?;
     engine.finish();
-    let mut preview = engine.preview(Direction::Both, &CliSteps, run.max_tokens);
+    let outcome = if status.success() {
+        Outcome::Succeeded
+    } else {
+        Outcome::Failed
+    };
+    let mut preview = engine.preview(Direction::Both, &CliSteps, run.max_tokens, outcome);
     if run.redact {
         preview.redact(Redactor::builtin());
     }

@@ -3,7 +3,7 @@
 //! reader thread, the benches and the fuzz targets), so they cannot drift apart in how the
 //! normaliser hands text to the capture or how the end of the output is taken.
 
-use crate::engine::capture::Capture;
+use crate::engine::capture::{Capture, CaptureView, Outcome};
 use crate::engine::normalise::Normaliser;
 use crate::protocol::{Direction, NextStep, Preview};
 
@@ -56,14 +56,19 @@ impl Engine {
     }
 
     /// The preview of the output so far (of all of it after [`Engine::finish`]), its notice's
-    /// next steps named by `steps`, within `max_tokens` when given.
+    /// next steps named by `steps`, within `max_tokens` when given, its needles ranked knowing
+    /// how the command ended (`outcome`).
     pub fn preview(
         &self,
         direction: Direction,
         steps: &dyn NextStep,
         max_tokens: Option<usize>,
+        outcome: Outcome,
     ) -> Preview {
-        let view = self.capture.view();
+        let view = CaptureView {
+            outcome,
+            ..self.capture.view()
+        };
         let offset = crate::engine::preview::Offset::default();
         Preview::build_compacting(&view, direction, steps, max_tokens, offset, self.compact)
     }

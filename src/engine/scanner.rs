@@ -79,7 +79,11 @@ impl SharedScanner {
             .0
             .found_to
             .fetch_add(text.len() as u64, Ordering::Relaxed);
-        let even = self.0.pieces.fetch_add(1, Ordering::Relaxed) % 2 == 0;
+        let even = self
+            .0
+            .pieces
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(2);
         self.0.patterns.as_ref().map(|p| Found {
             lines: p.candidate_lines(text),
             shapes: even.then(|| LineShapes::of(text, at)).flatten(),

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
 
-use crate::engine::capture::{Capture, Limits};
+use crate::engine::capture::{Capture, Limits, Outcome};
 use crate::engine::driver::Engine;
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::Normaliser;
@@ -221,25 +221,31 @@ impl Live {
     }
 
     /// The output has ended: commits the last line, flushes the spill, closes the input, and
-    /// returns the final preview with the whole output's model tokens (see
-    /// [`Capture::output_tokens`]). The raw channel closes when `self` is dropped.
-    pub fn finish(&self) -> (Preview, tokens::Count) {
+    /// returns the whole output's model tokens (see [`Capture::output_tokens`]). The final
+    /// preview is built once the command's end is known ([`Live::final_preview`]). The raw
+    /// channel closes when `self` is dropped.
+    pub fn finish(&self) -> tokens::Count {
         self.ended.store(true, Ordering::SeqCst);
         // A send in progress holds the input: it sees `ended` and lets go; the descriptor is
         // closed with `self` then.
         if let Ok(mut input) = self.input.try_lock() {
             input.take();
         }
-        let (preview, (bytes, lines)) = {
+        let (bytes, lines) = {
             let mut engine = self.engine();
             engine.finish();
-            let preview = engine.preview(self.shape.direction, &CliSteps, self.max_tokens);
-            (preview, engine.capture().totals())
+            engine.capture().totals()
         };
         self.publish(bytes, lines);
         // Followers have been told the output is complete: counting makes only the exit wait.
-        let tokens = self.engine().capture().output_tokens();
-        (preview, tokens)
+        self.engine().capture().output_tokens()
+    }
+
+    /// The preview of the whole output, after [`Live::finish`], its needles ranked knowing how
+    /// the command ended.
+    pub fn final_preview(&self, outcome: Outcome) -> Preview {
+        self.engine()
+            .preview(self.shape.direction, &CliSteps, self.max_tokens, outcome)
     }
 
     /// A preview of everything so far, the line being written included. Blocks while the

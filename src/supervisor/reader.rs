@@ -81,7 +81,8 @@ impl Reader {
         if let Err(e) = self.pump() {
             tracing::warn!(run = %self.drain.shared.id, "reading the output failed: {e}");
         }
-        (self.live.finish(), self.output)
+        let tokens = self.live.finish();
+        ((self.live, tokens), self.output)
     }
 
     /// Reads until the end of the output, or until the drain runs out of patience.

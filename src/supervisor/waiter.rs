@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use tokio::sync::oneshot;
 
+use crate::engine::capture::Outcome;
 use crate::engine::tokens;
-use crate::protocol::Preview;
 use crate::protocol::StoppedProcess;
 use crate::supervisor::descendants::{self, EndReport};
+use crate::supervisor::live::Live;
 use crate::supervisor::pty::Output;
 use crate::supervisor::{reaper, strays};
 
@@ -24,9 +25,9 @@ use super::{Finished, Shared};
 /// long).
 pub(super) const REAP_PATIENCE: Duration = Duration::from_secs(1);
 
-/// What the reader hands the waiter when the output has ended: the preview, and the whole
-/// output's model tokens.
-pub(super) type Finish = (Preview, tokens::Count);
+/// What the reader hands the waiter when the output has ended: the run's live state, whose
+/// final preview waits for the command's end, and the whole output's model tokens.
+pub(super) type Finish = (Arc<Live>, tokens::Count);
 
 /// The waiter thread: learns of the leader's exit, then, once the reader is done, reaps the
 /// leader and the group and sends the result.
@@ -91,7 +92,7 @@ impl Waiter {
                 }),
         );
         let ended_at = Utc::now();
-        let (preview, output_tokens) = match read {
+        let (live, output_tokens) = match read {
             // The output is closed only now, after the command's exit: closing a PTY's master
             // hangs the terminal up, and the command, which may have closed its own copies
             // and gone on, would get SIGHUP.
@@ -103,6 +104,11 @@ impl Waiter {
             Err(_) => return,
         };
         let (status, exit_code, signal) = self.shared.outcome(wait);
+        let preview = live.final_preview(if exit_code == Some(0) {
+            Outcome::Succeeded
+        } else {
+            Outcome::Failed
+        });
         let _ = self.finished.send(Finished {
             status,
             exit_code,

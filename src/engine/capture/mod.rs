@@ -29,7 +29,7 @@ pub use limits::{
     BadLimit, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, DEFAULT_MAX_SPILL, Limits, MAX_MAX_BYTES,
     MAX_MAX_LINES,
 };
-pub use view::{CaptureView, SpillProblem};
+pub use view::{CaptureView, Outcome, SpillProblem};
 
 /// When a spill file is created.
 #[derive(Debug)]
@@ -338,6 +338,7 @@ impl Capture {
             highlights: self.patterns.as_ref(),
             findings,
             outline,
+            outcome: Outcome::Unknown,
         }
     }
 

@@ -17,6 +17,19 @@ pub enum SpillProblem<'a> {
     Incomplete { written: u64, error: &'a str },
 }
 
+/// How the command that wrote the output ended, as far as the preview's builder knows (a
+/// preview of a run still going, or of `spillway truncate`'s input, does not): under a tight
+/// budget it weighs the needles (see `preview::pick`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Outcome {
+    #[default]
+    Unknown,
+    /// Exited with status 0.
+    Succeeded,
+    /// Exited with another status, was killed by a signal, or was stopped.
+    Failed,
+}
+
 /// A borrowed snapshot of a capture, for building a preview.
 #[derive(Debug, Clone)]
 pub struct CaptureView<'a> {
@@ -54,6 +67,8 @@ pub struct CaptureView<'a> {
     pub findings: Findings,
     /// The output folded, its middle dropped once it no longer fits (see [`crate::engine::outline`]).
     pub outline: OutlineView,
+    /// How the command that wrote it ended.
+    pub outcome: Outcome,
 }
 
 impl CaptureView<'_> {

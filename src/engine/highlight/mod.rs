@@ -63,6 +63,8 @@ pub struct Candidate {
     /// Rare among frequent lines (see [`surprise`]): a needle whether a pattern names it or
     /// not.
     pub surprising: bool,
+    /// A pattern names it (else only its rarity marks it).
+    pub named: bool,
 }
 
 impl Candidate {
@@ -434,6 +436,7 @@ impl Highlighter {
             after: Vec::new(),
             strong,
             surprising: false,
+            named: true,
         });
         candidate.line = line;
         candidate.text.clear();

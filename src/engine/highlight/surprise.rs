@@ -343,6 +343,7 @@ impl Surprise {
                     .collect(),
                 strong: false,
                 surprising: true,
+                named: false,
             })
             .collect()
     }

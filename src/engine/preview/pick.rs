@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 use std::ops::RangeInclusive;
 
+use crate::engine::capture::Outcome;
 use crate::engine::highlight::{Candidate, Findings, kind_of};
 
 /// A highlighted block of lines, whole, with its spill line numbers.
@@ -29,13 +30,15 @@ struct Budget {
 }
 
 /// Picks highlights among the candidates in `omitted` within the budget, preferring kinds not
-/// in `shown` (the kinds of the candidate lines the preview shows anyway).
+/// in `shown` (the kinds of the candidate lines the preview shows anyway), ranked knowing how
+/// the command ended (`outcome`).
 pub(super) fn choose_highlights(
     findings: &Findings,
     omitted: &RangeInclusive<u64>,
     max_lines: usize,
     max_bytes: usize,
     shown: &HashSet<u64>,
+    outcome: Outcome,
 ) -> Vec<Highlight> {
     let inside: Vec<&Candidate> = findings
         .candidates
@@ -48,7 +51,7 @@ pub(super) fn choose_highlights(
     };
     let mut chosen: Vec<Highlight> = Vec::new();
     let mut kinds = shown.clone();
-    for c in ranked(&inside) {
+    for c in ranked(&inside, outcome) {
         let kind = kind_of(&c.text);
         if !kinds.contains(&kind) && take(c, omitted, &mut budget, &mut chosen) {
             kinds.insert(kind);
@@ -72,18 +75,24 @@ const NEAR: u64 = 5;
 /// (a rare line is likelier the cause than a line that says a failure happened).
 /// Root causes and restatements keep output order (the first of a kind is its cause);
 /// surprising lines go latest first, as nearer the end is nearer the failure.
-fn ranked<'a>(inside: &[&'a Candidate]) -> Vec<&'a Candidate> {
+///
+/// A command that exited with status 0 did not fail, so a line only its rarity marks is
+/// likelier a routine oddity (a notice, a line of a summary) than a cause: then the lines a
+/// pattern names, warnings and restatements, come before the surprising lines no pattern names.
+fn ranked<'a>(inside: &[&'a Candidate], outcome: Outcome) -> Vec<&'a Candidate> {
     let near_a_sign = |c: &Candidate| {
         inside.iter().any(|o| {
             o.line != c.line && (o.strong || !o.surprising) && o.line.abs_diff(c.line) <= NEAR
         })
     };
+    let succeeded = outcome == Outcome::Succeeded;
     let tier = |c: &Candidate| match (c.strong, c.surprising) {
         (true, true) => 0,
         (true, false) => 1,
-        (false, true) if near_a_sign(c) => 2,
-        (false, true) => 3,
-        (false, false) => 4,
+        (false, _) if succeeded && c.named => 2,
+        (false, true) if near_a_sign(c) => 3,
+        (false, true) => 4,
+        (false, false) => 5,
     };
     let mut ranked: Vec<(u8, u64, &Candidate)> = inside
         .iter()
@@ -183,4 +192,35 @@ fn spread<T: Copy>(items: &[T]) -> Vec<T> {
         gaps.push_back((mid, hi));
     }
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(line: u64, text: &str, surprising: bool, named: bool) -> Candidate {
+        Candidate {
+            line,
+            text: text.to_string(),
+            before: Vec::new(),
+            after: Vec::new(),
+            strong: false,
+            surprising,
+            named,
+        }
+    }
+
+    #[test]
+    fn a_run_that_succeeded_ranks_what_a_pattern_names_before_what_only_rarity_marks() {
+        let restatement = candidate(10, "make: *** [all] Error 2", false, true);
+        let rare_restatement = candidate(20, "BUILD FAILED in 3s", true, true);
+        let rare = candidate(50, "the cache index was rebuilt from scratch", true, false);
+        let inside = [&restatement, &rare_restatement, &rare];
+        let lines =
+            |outcome| -> Vec<u64> { ranked(&inside, outcome).iter().map(|c| c.line).collect() };
+        assert_eq!(lines(Outcome::Succeeded), [10, 20, 50]);
+        // Failed or not known: a rare line first, latest first, then the restatement.
+        assert_eq!(lines(Outcome::Failed), [50, 20, 10]);
+        assert_eq!(lines(Outcome::Unknown), [50, 20, 10]);
+    }
 }

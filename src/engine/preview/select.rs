@@ -206,6 +206,7 @@ fn select_ends_and_highlights(
         max_lines / HIGHLIGHT_SHARE,
         max_bytes / HIGHLIGHT_SHARE,
         &shown_kinds(view, &first),
+        view.outcome,
     );
     if chosen.is_empty() {
         return first;
