@@ -77,11 +77,7 @@ pub(crate) fn run(run: &LocalRun<'_>) -> Result<LocalOutcome> {
         .with_compact(run.compact);
     let status = feed_until_exit(&mut engine, &chunks, &mut child)?;
     engine.finish();
-    let outcome = if status.success() {
-        Outcome::Succeeded
-    } else {
-        Outcome::Failed
-    };
+    let outcome = Outcome::of_exit(status.code());
     let mut preview = engine.preview(Direction::Both, &CliSteps, run.max_tokens, outcome);
     if run.redact {
         preview.redact(Redactor::builtin());

@@ -104,11 +104,7 @@ impl Waiter {
             Err(_) => return,
         };
         let (status, exit_code, signal) = self.shared.outcome(wait);
-        let preview = live.final_preview(if exit_code == Some(0) {
-            Outcome::Succeeded
-        } else {
-            Outcome::Failed
-        });
+        let preview = live.final_preview(Outcome::of_exit(exit_code));
         let _ = self.finished.send(Finished {
             status,
             exit_code,

@@ -30,6 +30,17 @@ pub enum Outcome {
     Failed,
 }
 
+impl Outcome {
+    /// The end of a command that exited with `code` (`None`: a signal ended it).
+    pub fn of_exit(code: Option<i32>) -> Outcome {
+        if code == Some(0) {
+            Outcome::Succeeded
+        } else {
+            Outcome::Failed
+        }
+    }
+}
+
 /// A borrowed snapshot of a capture, for building a preview.
 #[derive(Debug, Clone)]
 pub struct CaptureView<'a> {

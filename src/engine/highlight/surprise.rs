@@ -280,27 +280,16 @@ impl Surprise {
     /// floors is counted again, until its count is its floor (a property test holds this to
     /// the plain choice).
     fn least_worth(&mut self) -> usize {
-        let mut least: Option<(usize, u16)> = None;
-        for (i, h) in self.held.iter().enumerate() {
-            if self.count(h.shape) > RARE {
-                return i;
-            }
-            if least.is_none_or(|(_, known)| h.known < known) {
-                least = Some((i, h.known));
-            }
+        if let Some(i) = self.held.iter().position(|h| self.count(h.shape) > RARE) {
+            return i;
         }
-        while let Some((i, known)) = least {
+        // The least by the floors, the earliest of equals (`min_by_key` keeps the first).
+        while let Some(i) = (0..self.held.len()).min_by_key(|&i| self.held[i].known) {
             let now = self.neighbourhood(&self.held[i]).min(FREQUENT);
-            if now == known {
+            if now == self.held[i].known {
                 return i;
             }
             self.held[i].known = now;
-            least = self
-                .held
-                .iter()
-                .enumerate()
-                .min_by_key(|(j, h)| (h.known, *j))
-                .map(|(j, h)| (j, h.known));
         }
         0
     }
