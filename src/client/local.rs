@@ -87,6 +87,10 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let started_at = Utc::now();
     let limits = Limits::new(args.limits.max_lines, args.limits.max_bytes)?;
     let root = DataDir::locate(args.data_dir.as_deref())?;
+    if !args.redact.no_redact {
+        // The preview is redacted once the input ends: the rules compile while it streams.
+        crate::engine::redact::warm_up();
+    }
     let normaliser = Normaliser::new(NormaliseOptions {
         raw: args.raw,
         ..NormaliseOptions::default()

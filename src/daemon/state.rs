@@ -134,8 +134,10 @@ impl Daemon {
         records: Index,
         settings: Settings,
     ) -> std::io::Result<Self> {
-        // Every run's end counts tokens: the split pattern's compilation is better paid now.
+        // Every run's end counts tokens and redacts: the split pattern's and the redaction
+        // rules' compilations are better paid now.
         tokens::warm_up();
+        crate::engine::redact::warm_up();
         let cgroups = settings.containment.tree(data_dir.root()).map(Arc::new);
         sweep_interrupted(settings.interrupted, cgroups.clone(), settings.kill_grace);
         Ok(Daemon {

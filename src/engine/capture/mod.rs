@@ -15,7 +15,7 @@
 
 use std::io::Read;
 
-use crate::engine::highlight::Patterns;
+use crate::engine::highlight::{KindMemo, Patterns};
 use crate::engine::normalise::count_newlines;
 use crate::engine::scanner::SharedScanner;
 use crate::engine::tokens::{self, Sampler};
@@ -339,6 +339,7 @@ impl Capture {
             findings,
             outline,
             outcome: Outcome::Unknown,
+            kinds: KindMemo::default(),
         }
     }
 

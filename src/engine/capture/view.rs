@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::Limits;
-use crate::engine::highlight::{Findings, Patterns};
+use crate::engine::highlight::{Findings, KindMemo, Patterns};
 use crate::engine::outline::OutlineView;
 use crate::protocol::SpillCap;
 
@@ -80,6 +80,8 @@ pub struct CaptureView<'a> {
     pub outline: OutlineView,
     /// How the command that wrote it ended.
     pub outcome: Outcome,
+    /// The kinds of its lines that look like errors, as a preview asks for them.
+    pub kinds: KindMemo,
 }
 
 impl CaptureView<'_> {

@@ -6,7 +6,42 @@
 //! hold a path separator or read `file.ext:12`). Numbers glued to letters stay, since they
 //! name things (`TS7006`, `E0308`, `sha256`). The result is hashed: kinds are only compared.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+
+use super::{Candidate, Patterns};
+
+/// The kinds of an output's lines, by line number, each worked out when first asked: a
+/// preview's budget is found in several passes that show and offer mostly the same lines, and
+/// each pass asks which kinds its ends show and which its candidates are. A line number stands
+/// for one text in every view of an output, so the first answer holds; a shown line (which the
+/// outline may keep cut) and a candidate (kept whole) are kept apart.
+#[derive(Debug, Clone, Default)]
+pub struct KindMemo {
+    shown: RefCell<HashMap<u64, Option<u64>>>,
+    candidates: RefCell<HashMap<u64, u64>>,
+}
+
+impl KindMemo {
+    /// The kind of a shown line `number`, whose text is `line`, if `patterns` match it.
+    pub fn of_shown(&self, number: u64, line: &str, patterns: &Patterns) -> Option<u64> {
+        *self
+            .shown
+            .borrow_mut()
+            .entry(number)
+            .or_insert_with(|| patterns.is_match(line).then(|| kind_of(line)))
+    }
+
+    /// The kind of `candidate`'s line.
+    pub fn of_candidate(&self, candidate: &Candidate) -> u64 {
+        *self
+            .candidates
+            .borrow_mut()
+            .entry(candidate.line)
+            .or_insert_with(|| kind_of(&candidate.text))
+    }
+}
 
 /// The kind of `line`.
 pub fn kind_of(line: &str) -> u64 {

@@ -19,7 +19,7 @@ use std::collections::{HashSet, VecDeque};
 use crate::engine::normalise::count_newlines;
 
 use context::lines_before;
-pub use kind::kind_of;
+pub use kind::{KindMemo, kind_of};
 use patterns::CandidateLine;
 pub use patterns::{BadPattern, CandidateLines, Patterns};
 pub use surprise::LineShapes;

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::ops::RangeInclusive;
 
 use crate::engine::capture::Outcome;
-use crate::engine::highlight::{Candidate, Findings, kind_of};
+use crate::engine::highlight::{Candidate, Findings, KindMemo};
 
 /// A highlighted block of lines, whole, with its spill line numbers.
 #[derive(Debug, Clone)]
@@ -31,7 +31,7 @@ struct Budget {
 
 /// Picks highlights among the candidates in `omitted` within the budget, preferring kinds not
 /// in `shown` (the kinds of the candidate lines the preview shows anyway), ranked knowing how
-/// the command ended (`outcome`).
+/// the command ended (`outcome`); `memo` keeps each line's kind from one pass to the next.
 pub(super) fn choose_highlights(
     findings: &Findings,
     omitted: &RangeInclusive<u64>,
@@ -39,6 +39,7 @@ pub(super) fn choose_highlights(
     max_bytes: usize,
     shown: &HashSet<u64>,
     outcome: Outcome,
+    memo: &KindMemo,
 ) -> Vec<Highlight> {
     let inside: Vec<&Candidate> = findings
         .candidates
@@ -52,7 +53,7 @@ pub(super) fn choose_highlights(
     let mut chosen: Vec<Highlight> = Vec::new();
     let mut kinds = shown.clone();
     for c in ranked(&inside, outcome) {
-        let kind = kind_of(&c.text);
+        let kind = memo.of_candidate(c);
         if !kinds.contains(&kind) && take(c, omitted, &mut budget, &mut chosen) {
             kinds.insert(kind);
         }

@@ -6,7 +6,6 @@
 use std::collections::HashSet;
 
 use crate::engine::capture::CaptureView;
-use crate::engine::highlight::kind_of;
 use crate::engine::outline::{Fold, Segment};
 use crate::protocol::{Direction, LimitKind};
 
@@ -207,6 +206,7 @@ fn select_ends_and_highlights(
         max_bytes / HIGHLIGHT_SHARE,
         &shown_kinds(view, &first),
         view.outcome,
+        &view.kinds,
     );
     if chosen.is_empty() {
         return first;
@@ -239,10 +239,15 @@ fn shown_kinds(view: &CaptureView<'_>, s: &Selection) -> HashSet<u64> {
     };
     s.segments()
         .filter(|seg| !is_fold_marker(seg))
-        .flat_map(shown_lines_of)
-        .filter(|line| patterns.is_match(line))
-        .map(kind_of)
+        .flat_map(numbered_lines_of)
+        .filter_map(|(number, line)| view.kinds.of_shown(number, line, patterns))
         .collect()
+}
+
+/// The lines a segment shows, as [`shown_lines_of`], with their numbers.
+fn numbered_lines_of(seg: &Segment) -> impl Iterator<Item = (u64, &str)> {
+    let last = (seg.fold == Fold::Similar).then(|| (seg.last_line(), seg.last.text.as_str()));
+    std::iter::once((seg.first, seg.head.text.as_str())).chain(last)
 }
 
 /// Chooses the segments each end shows within the budget. The outline has folded the whole

@@ -4,8 +4,6 @@
 //! splitting the line into words and classing each, as the learner does, costs several passes
 //! over each byte, this one pass.
 
-use std::hash::Hasher;
-
 /// Byte classes, as bits: what [`super::token::is_variable`] looks at in a word.
 const SPACE: u8 = 1;
 const DIGIT: u8 = 2;
@@ -63,40 +61,80 @@ const K: u64 = 0x517c_c1b7_2722_0a95;
 pub fn shape_key(line: &str) -> u64 {
     let bytes = line.as_bytes();
     let mut shape = 0u64;
-    let (mut start, mut classes) = (0, 0u8);
-    for (i, &b) in bytes.iter().enumerate() {
-        let class = CLASS[b as usize];
-        if class & SPACE == 0 {
-            classes |= class;
+    let mut i = 0;
+    while i < bytes.len() {
+        if CLASS[bytes[i] as usize] & SPACE != 0 {
+            i += 1;
             continue;
         }
-        if i > start {
-            shape = mix(shape, piece(&bytes[start..i], classes));
+        let (start, mut classes) = (i, 0u8);
+        while let Some(&b) = bytes.get(i) {
+            let class = CLASS[b as usize];
+            if class & SPACE != 0 {
+                break;
+            }
+            classes |= class;
+            i += 1;
         }
-        (start, classes) = (i + 1, 0);
-    }
-    if bytes.len() > start {
-        shape = mix(shape, piece(&bytes[start..], classes));
+        shape = mix(shape, piece(bytes, start, i, classes));
     }
     shape
 }
 
+#[inline(always)]
 fn mix(shape: u64, piece: u64) -> u64 {
     (shape.rotate_left(5) ^ piece).wrapping_mul(K)
 }
 
-/// A word's hash, or [`VAR`] when it is a variable field: [`super::token::is_variable`],
-/// from the classes of its bytes.
-fn piece(word: &[u8], classes: u8) -> u64 {
-    let path = word.len() > 1 && classes & SLASH != 0 && classes & ALNUM != 0;
-    let hex = word.len() >= 8 && classes & NOT_HEX == 0;
-    if classes & DIGIT != 0 || path || hex || (classes & QUOTE != 0 && is_quoted(word)) {
+/// The hash of the word `line[start..end]`, or [`VAR`] when it is a variable field:
+/// [`super::token::is_variable`], from the classes of its bytes.
+#[inline(always)]
+fn piece(line: &[u8], start: usize, end: usize, classes: u8) -> u64 {
+    let len = end - start;
+    let path = len > 1 && classes & SLASH != 0 && classes & ALNUM != 0;
+    let hex = len >= 8 && classes & NOT_HEX == 0;
+    if classes & DIGIT != 0 || path || hex || (classes & QUOTE != 0 && is_quoted(&line[start..end]))
+    {
         return VAR;
     }
-    let mut h = rustc_hash::FxHasher::default();
-    h.write(word);
-    h.write_usize(word.len());
-    h.finish()
+    word_hash(line, start, end)
+}
+
+/// The hash of `line[start..end]`, its length and its bytes eight at a time. A word's last
+/// bytes are read as eight bytes of the line, the bytes past the word masked off (or the
+/// bytes before it shifted out, at the line's end): a word costs a few instructions, not a
+/// general hasher's call.
+#[inline(always)]
+fn word_hash(line: &[u8], start: usize, end: usize) -> u64 {
+    let mut h = mix(0, (end - start) as u64);
+    let mut at = start;
+    while end - at >= 8 {
+        h = mix(h, eight(line, at));
+        at += 8;
+    }
+    let rest = end - at;
+    if rest == 0 {
+        return h;
+    }
+    let last = if line.len() - at >= 8 {
+        eight(line, at) & (u64::MAX >> (8 * (8 - rest)))
+    } else if end >= 8 {
+        eight(line, end - 8) >> (8 * (8 - rest))
+    } else {
+        line[at..end]
+            .iter()
+            .rev()
+            .fold(0, |v, &b| (v << 8) | u64::from(b))
+    };
+    mix(h, last)
+}
+
+/// The eight bytes of `line` from `at`, as a little-endian number.
+#[inline(always)]
+fn eight(line: &[u8], at: usize) -> u64 {
+    let mut bytes = [0; 8];
+    bytes.copy_from_slice(&line[at..at + 8]);
+    u64::from_le_bytes(bytes)
 }
 
 /// `"…"`, `'…'` or `` `…` ``, with one trailing `,` `;` `:` or `.` allowed.
@@ -151,6 +189,24 @@ mod tests {
                 shape_key(&a) == shape_key(&b),
                 "{:?} / {:?}", a, b
             );
+        }
+    }
+
+    proptest::proptest! {
+        /// A word's hash is its bytes' wherever it lies in a line: read forward and masked,
+        /// read back from the line's end, or byte by byte in a short line.
+        #[test]
+        fn a_words_hash_depends_on_its_bytes_alone(
+            before in "[a-z ]{0,12}",
+            word in proptest::collection::vec(proptest::num::u8::ANY, 1..24),
+            after in "[a-z ]{0,12}",
+        ) {
+            let alone = word_hash(&word, 0, word.len());
+            let line = [before.as_bytes(), &word, after.as_bytes()].concat();
+            let start = before.len();
+            proptest::prop_assert_eq!(word_hash(&line, start, start + word.len()), alone);
+            let padded = [&word[..], b"        "].concat();
+            proptest::prop_assert_eq!(word_hash(&padded, 0, word.len()), alone);
         }
     }
 
