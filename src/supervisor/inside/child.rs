@@ -2,8 +2,10 @@
 //! needs made beforehand: the child may not allocate or take a lock (another thread of the
 //! daemon may hold the allocator's), so every C string and pointer array is built in the
 //! parent, and the child makes system calls only. Where it shares the daemon's memory until
-//! `exec` (`super::clone3`), it also writes nothing but its own stack: every setting it needs
-//! (the open-file limit) is read in the parent, and each step's result stays in its frames.
+//! `exec` (`super::clone3`), it also writes nothing but its own stack (and `errno`, the
+//! spawning thread's, which waits meanwhile and reads it only after a call of its own fails):
+//! every setting it needs (the open-file limit) is read in the parent, and each step's result
+//! stays in its frames.
 //!
 //! The steps are those of `std::process::Command`'s child followed by the hooks the
 //! `Command` path installs (`super::super::child_setup`, `super::super::pty`), in the same

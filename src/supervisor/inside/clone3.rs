@@ -158,8 +158,9 @@ fn page_size() -> usize {
 ///
 /// `child` runs in the new process, whose memory is the daemon's: until `exec` or `_exit` it
 /// may only make async-signal-safe calls, and may write no memory but `stack` (no allocation,
-/// no lock, no global, no thread-local of its own); it must never return. `arg` must stay
-/// valid until this returns.
+/// no lock, no global; of the thread-locals, which are the calling thread's, only `errno`,
+/// which that thread, waiting meanwhile, reads only after a failed call of its own); it must
+/// never return. `arg` must stay valid until this returns.
 #[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn spawn_sharing(
     cgroup: BorrowedFd<'_>,

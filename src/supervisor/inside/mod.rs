@@ -212,7 +212,8 @@ fn start_child(setup: &Setup<'_>, dir: BorrowedFd<'_>, report: RawFd) -> io::Res
     extern "C" fn enter(handoff: *mut c_void) -> ! {
         // SAFETY: `handoff` is the parent's `Handoff`, alive until `spawn_sharing` returns,
         // which is after this child has exec'd or exited; `child::run` makes only
-        // async-signal-safe calls, writes nothing but this stack and never returns.
+        // async-signal-safe calls, writes nothing but this stack (and `errno`) and never
+        // returns.
         unsafe {
             let handoff = &*handoff.cast::<Handoff<'_>>();
             child::run(handoff.setup, handoff.report)
