@@ -25,6 +25,11 @@ const WAYS: [Way; 2] = [Way::Inside, Way::Written];
 
 /// A daemon started `way`, logging at debug level into `daemon.log` in its sandbox.
 fn daemon(way: Way) -> TestDaemon {
+    daemon_with(way, |_| {})
+}
+
+/// [`daemon`], with `configure` applied to its command too.
+fn daemon_with(way: Way, configure: impl FnOnce(&mut std::process::Command)) -> TestDaemon {
     TestDaemon::start_customised(|cmd, sandbox| {
         let log = std::fs::File::create(sandbox.dir.path().join("daemon.log")).unwrap();
         cmd.env("SPILLWAY_LOG", "info,spillway::supervisor=debug")
@@ -32,6 +37,7 @@ fn daemon(way: Way) -> TestDaemon {
         if way == Way::Written {
             cmd.env("SPILLWAY_NO_CLONE_INTO_CGROUP", "1");
         }
+        configure(cmd);
     })
 }
 
@@ -206,6 +212,71 @@ fn a_command_started_either_way_sees_the_same_process_context() {
         }
     }
     assert_eq!(seen[..2], seen[2..], "both ways give the same context");
+}
+
+/// The caller's open-file limit is its run's alone: a command started inside its cgroup
+/// shares the daemon's memory until its `exec`, so its set-up must not change the daemon's
+/// setting as a forked child's copy may. A daemon that raised its soft limit gives a run the
+/// caller's when it sends one, and the limit the daemon started with to every run that sends
+/// none, before and after.
+#[test]
+fn a_callers_open_file_limit_stays_with_its_run() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    if hard <= 300 {
+        eprintln!("the hard open-file limit is {hard}: nothing to raise, nothing checked");
+        return;
+    }
+    let limit =
+        |soft: u64| serde_json::json!({"rlimits": {"nofile": {"soft": soft, "hard": hard}}});
+    for way in WAYS {
+        let daemon = daemon_with(way, |cmd| {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the hook only calls setrlimit, which is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let _ = setrlimit(Resource::RLIMIT_NOFILE, 300, hard);
+                    Ok(())
+                });
+            }
+        });
+        let mut client = daemon.client();
+        for (caller, expected) in [(None, "300"), (Some(limit(200)), "200"), (None, "300")] {
+            let mut request = serde_json::json!({
+                "v": 1, "op": "run", "argv": ["sh", "-c", "ulimit -Sn"], "cwd": "/"
+            });
+            if let Some(caller) = caller {
+                request["caller"] = caller;
+            }
+            let exit = client.run_to_exit(&request);
+            let id = exit["id"].as_str().unwrap();
+            went(&daemon, id, way);
+            assert_eq!(exit["content"], format!("{expected}\n"), "{way:?}: {exit}");
+        }
+    }
+}
+
+/// A script without a `#!` line is run by `/bin/sh`, to which `execvpe` passes every
+/// argument again, on the child's stack: one with more arguments than a fixed stack would
+/// hold gets them all, both ways.
+#[test]
+fn a_script_without_an_interpreter_line_gets_all_its_arguments() {
+    let scratch = tempfile::tempdir().unwrap();
+    let script = scratch.path().join("count");
+    std::fs::write(&script, "echo \"$#\" \"$1\" \"${50000}\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut argv = vec![script.to_str().unwrap().to_string(), "first".to_string()];
+    argv.extend((2..50_000).map(|n| n.to_string()));
+    argv.push("last".to_string());
+    for way in WAYS {
+        let daemon = daemon(way);
+        let request = serde_json::json!({"v": 1, "op": "run", "argv": argv, "cwd": "/"});
+        let exit = daemon.client().run_to_exit(&request);
+        let id = exit["id"].as_str().unwrap();
+        went(&daemon, id, way);
+        assert_eq!(exit["content"], "50000 first last\n", "{way:?}: {exit}");
+    }
 }
 
 /// `text` with the signal sets of `/proc/PID/status` cut to the standard signals (1 to 31):

@@ -66,19 +66,21 @@ impl Prepared {
         }
     }
 
-    /// Applies the context in the child, before exec: only system calls (async-signal-safe).
-    /// A limit the kernel refuses is left as the daemon's.
-    pub fn apply(&self) -> io::Result<()> {
+    /// Applies the context in the child, before exec: only system calls (async-signal-safe),
+    /// and no memory written but the stack's (a child that shares the daemon's memory runs
+    /// it). A limit the kernel refuses is left as the daemon's. `true` when the caller's
+    /// open-file limit was set: the terminal's set-up must then keep it, not give the daemon's.
+    pub fn apply(&self) -> io::Result<bool> {
         if let Some(mask) = self.umask {
             umask(mask);
         }
+        let mut file_limit_set = false;
         for &(resource, soft, hard) in &self.limits {
             if setrlimit(resource, soft, hard).is_ok() && resource == Resource::RLIMIT_NOFILE {
-                // The caller's, not the daemon's raised one: the terminal's set-up keeps it.
-                super::pty::keep_file_limit();
+                file_limit_set = true;
             }
         }
-        Ok(())
+        Ok(file_limit_set)
     }
 }
 

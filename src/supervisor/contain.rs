@@ -40,7 +40,11 @@ pub(super) fn spawn_contained(
         // and unshare, all async-signal-safe; it allocates nothing and takes no lock.
         unsafe {
             cmd.pre_exec(move || {
-                caller.apply()?;
+                if caller.apply()? {
+                    // The caller's, not the daemon's raised one: this child's copy of the
+                    // setting changes, and the terminal's set-up keeps the limit.
+                    pty::keep_file_limit();
+                }
                 contain_child(&joins, address_space, namespace)
             });
         }

@@ -54,7 +54,8 @@ pub fn give_commands_file_limit(soft: u64) {
 
 /// In a child between fork and exec, before [`spawn`]'s own set-up: the command was given its
 /// own open-file limit (the caller's), which the set-up then keeps. Only this child's copy of
-/// the setting changes (an atomic store: async-signal-safe).
+/// the setting changes (an atomic store: async-signal-safe), so never in a child that shares
+/// the daemon's memory (`super::inside`, which passes the limit to [`start_session`]).
 pub(super) fn keep_file_limit() {
     COMMAND_FILE_LIMIT.store(NO_CHANGE, Ordering::Relaxed);
 }
@@ -220,6 +221,20 @@ pub(super) fn fork_lock() -> std::sync::MutexGuard<'static, ()> {
 /// a new session, and stdout (the PTY's slave, when `terminal`) as the controlling terminal.
 /// Only async-signal-safe calls (see [`spawn`]).
 pub(super) fn become_session_leader(terminal: bool) -> io::Result<()> {
+    start_session(terminal, commands_file_limit())
+}
+
+/// The soft open-file limit commands get, if the daemon raised its own (read in the parent,
+/// for a child that shares the daemon's memory and so may not change the setting).
+pub(super) fn commands_file_limit() -> Option<u64> {
+    let soft = COMMAND_FILE_LIMIT.load(Ordering::Relaxed);
+    (soft != NO_CHANGE).then_some(soft)
+}
+
+/// [`become_session_leader`] with the open-file limit given: `None` leaves it as inherited.
+/// System calls only, and it writes no memory but its own stack's (a child that shares the
+/// daemon's memory runs it).
+pub(super) fn start_session(terminal: bool, file_limit: Option<u64>) -> io::Result<()> {
     for sig in Signal::iterator() {
         if sig != Signal::SIGKILL && sig != Signal::SIGSTOP {
             // SAFETY: installing the default disposition runs no code of ours on delivery.
@@ -227,8 +242,7 @@ pub(super) fn become_session_leader(terminal: bool) -> io::Result<()> {
             let _ = unsafe { signal::signal(sig, SigHandler::SigDfl) };
         }
     }
-    let soft = COMMAND_FILE_LIMIT.load(Ordering::Relaxed);
-    if soft != NO_CHANGE {
+    if let Some(soft) = file_limit {
         use nix::sys::resource::{Resource, getrlimit, setrlimit};
         // Failure leaves the daemon's higher limit, which is no reason not to run either.
         if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {

@@ -1,7 +1,11 @@
 //! What a command started by `clone3` does between its birth and `exec`, and everything it
 //! needs made beforehand: the child may not allocate or take a lock (another thread of the
-//! daemon may have held the allocator's when it was cloned), so every C string and pointer
-//! array is built in the parent, and the child makes system calls only.
+//! daemon may hold the allocator's), so every C string and pointer array is built in the
+//! parent, and the child makes system calls only. Where it shares the daemon's memory until
+//! `exec` (`super::clone3`), it also writes nothing but its own stack (and `errno`, the
+//! spawning thread's, which waits meanwhile and reads it only after a call of its own fails):
+//! every setting it needs (the open-file limit) is read in the parent, and each step's result
+//! stays in its frames.
 //!
 //! The steps are those of `std::process::Command`'s child followed by the hooks the
 //! `Command` path installs (`super::super::child_setup`, `super::super::pty`), in the same
@@ -69,6 +73,14 @@ impl Exec {
             _envp: vars,
         })
     }
+
+    /// The stack the child needs, with room to spare: its own frames are small, but
+    /// `execvpe` copies the argument pointers onto it to run a script without `#!` by
+    /// `/bin/sh`.
+    pub(super) fn stack_size(&self) -> usize {
+        const FRAMES: usize = 256 << 10;
+        FRAMES + self.argv.len().saturating_add(2) * size_of::<*const c_char>()
+    }
 }
 
 /// The strings' pointers, then a null one.
@@ -92,6 +104,9 @@ pub(super) struct Setup<'a> {
     pub namespace: bool,
     /// stdout is a terminal to make the controlling one.
     pub terminal: bool,
+    /// The daemon's open-file limit for commands (`pty::commands_file_limit`), read here: the
+    /// child shares the daemon's memory and may not change the setting as a forked one does.
+    pub file_limit: Option<u64>,
 }
 
 /// A copy of `fd` numbered 3 or more (close-on-exec: the child's `dup2` makes the copy it
@@ -108,7 +123,7 @@ pub(super) fn above_stdio(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
 /// # Safety
 ///
 /// Only in a child of `clone3`/`fork` before `exec`, with `report` the write end of the
-/// parent's close-on-exec pipe.
+/// parent's close-on-exec pipe, and a stack of at least [`Exec::stack_size`].
 pub(super) unsafe fn run(setup: &Setup<'_>, report: RawFd) -> ! {
     let error = match prepare(setup) {
         Ok(()) => {
@@ -146,9 +161,14 @@ fn prepare(setup: &Setup<'_>) -> io::Result<()> {
     if unsafe { libc::chdir(setup.exec.cwd.as_ptr()) } == -1 {
         return Err(io::Error::last_os_error());
     }
-    setup.caller.apply()?;
+    let callers_file_limit = setup.caller.apply()?;
     contain_child(&[], setup.address_space, setup.namespace)?;
-    pty::become_session_leader(setup.terminal)?;
+    let file_limit = if callers_file_limit {
+        None
+    } else {
+        setup.file_limit
+    };
+    pty::start_session(setup.terminal, file_limit)?;
     // SAFETY: an empty set, made and installed by async-signal-safe calls: the daemon's
     // threads may block signals, which a command must not inherit.
     unsafe {

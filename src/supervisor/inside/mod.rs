@@ -11,8 +11,10 @@
 //! [`NO_CLONE_INTO_CGROUP_ENV`]. A run whose cgroup the kernel will not start it in (removed
 //! under it, refused) goes the `Command` way alone.
 
+#[cfg(target_arch = "x86_64")]
+use std::ffi::c_void;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -29,6 +31,7 @@ mod child;
 mod clone3;
 
 use child::{Exec, Setup};
+#[cfg(not(target_arch = "x86_64"))]
 use clone3::Forked;
 
 /// Set (to anything but `0` or empty) in the daemon's environment, commands join their
@@ -97,6 +100,7 @@ pub(super) fn spawn(start: &Start<'_>) -> Outcome {
         address_space: start.address_space,
         namespace: start.cgroup.namespace(),
         terminal: start.side.is_terminal(),
+        file_limit: pty::commands_file_limit(),
     };
     match fork_and_exec(&setup, &dir) {
         Ok(outcome) => outcome,
@@ -178,14 +182,7 @@ fn fork_and_exec(setup: &Setup<'_>, dir: &OwnedFd) -> io::Result<Outcome> {
     let (report, report_tx) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
     let forked = {
         let _forks = pty::fork_lock();
-        // SAFETY: the child only runs `child::run`, which makes async-signal-safe calls
-        // on what was prepared above, and never returns.
-        match unsafe { clone3::fork_into(dir.as_fd()) }? {
-            // SAFETY: this is the new child, before exec; `report_tx` is the pipe's
-            // close-on-exec write end.
-            Forked::Child => unsafe { child::run(setup, report_tx.as_raw_fd()) },
-            Forked::Parent(pid) => pid,
-        }
+        start_child(setup, dir.as_fd(), report_tx.as_raw_fd())?
     };
     drop(report_tx);
     if CLONE_INTO.swap(WORKS, Ordering::Relaxed) == UNTRIED {
@@ -198,6 +195,54 @@ fn fork_and_exec(setup: &Setup<'_>, dir: &OwnedFd) -> io::Result<Outcome> {
             Outcome::Failed(error)
         }
     })
+}
+
+/// What the child of [`start_child`] is handed: its set-up and the report pipe's write end.
+#[cfg(target_arch = "x86_64")]
+struct Handoff<'a> {
+    setup: &'a Setup<'a>,
+    report: RawFd,
+}
+
+/// Starts the child on a stack of its own, sharing the daemon's memory until its `exec`
+/// (see `clone3`); returns once it has exec'd or exited, with its pid.
+#[cfg(target_arch = "x86_64")]
+fn start_child(setup: &Setup<'_>, dir: BorrowedFd<'_>, report: RawFd) -> io::Result<u32> {
+    /// The child's first frame, on its new stack.
+    extern "C" fn enter(handoff: *mut c_void) -> ! {
+        // SAFETY: `handoff` is the parent's `Handoff`, alive until `spawn_sharing` returns,
+        // which is after this child has exec'd or exited; `child::run` makes only
+        // async-signal-safe calls, writes nothing but this stack (and `errno`) and never
+        // returns.
+        unsafe {
+            let handoff = &*handoff.cast::<Handoff<'_>>();
+            child::run(handoff.setup, handoff.report)
+        }
+    }
+    let mut stack = clone3::Stack::new(setup.exec.stack_size())?;
+    let handoff = Handoff { setup, report };
+    // SAFETY: `enter` keeps the contract (above); `handoff` outlives the call.
+    unsafe {
+        clone3::spawn_sharing(
+            dir,
+            &mut stack,
+            enter,
+            (&raw const handoff).cast_mut().cast(),
+        )
+    }
+}
+
+/// Forks the child, which runs on a copy of the daemon's memory until its `exec`.
+#[cfg(not(target_arch = "x86_64"))]
+fn start_child(setup: &Setup<'_>, dir: BorrowedFd<'_>, report: RawFd) -> io::Result<u32> {
+    // SAFETY: the child only runs `child::run`, which makes async-signal-safe calls on what
+    // was prepared before, and never returns.
+    match unsafe { clone3::fork_into(dir) }? {
+        // SAFETY: this is the new child, before exec; `report` is the pipe's close-on-exec
+        // write end.
+        Forked::Child => unsafe { child::run(setup, report) },
+        Forked::Parent(pid) => Ok(pid),
+    }
 }
 
 /// The child's `errno`, if it sent one before exiting; `None` once its `exec` closed the pipe.
