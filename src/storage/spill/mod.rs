@@ -222,12 +222,16 @@ pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
     Ok(())
 }
 
-/// Bytes gathered before a batch goes to the writer thread. Small enough that 32 runs in
-/// flight with a lagging disk stay within a few MiB each; large enough that bulk output costs
-/// few syscalls.
+/// Bytes gathered before a batch goes to the writer thread: large enough that bulk output
+/// costs few syscalls. A batch grows to it by need, so a run that prints little holds little.
 const BATCH_BYTES: usize = 128 * 1024;
-/// Batches queued for the writer at most; beyond that `write` waits, so memory stays bounded.
-const BATCHES_IN_FLIGHT: usize = 3;
+/// Batches queued for the writer at most (besides the one it writes); beyond that `write`
+/// waits, so memory stays bounded. One is enough for the writer never to wait on a busy
+/// capture: the capture fills the next batch while the writer writes one and one waits.
+const BATCHES_IN_FLIGHT: usize = 1;
+/// Emptied batches the writer gives back for reuse at most; one more is freed. With a
+/// queue of one, the capture needs a new buffer once per batch, and one comes back per batch.
+const SPARE_BATCHES: usize = 1;
 
 /// An open spill file that records, rather than returns, its first write error.
 ///
@@ -257,7 +261,7 @@ pub struct SpillFile {
 impl SpillFile {
     fn new(path: PathBuf, file: File, floor: Option<Floor>) -> SpillFile {
         let (queue, batches) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
-        let (give_back, spare) = mpsc::channel();
+        let (give_back, spare) = mpsc::sync_channel(SPARE_BATCHES);
         let shared = Arc::new((Mutex::new(Progress::default()), Condvar::new()));
         let progress = Arc::clone(&shared);
         let spawned = thread::Builder::new()
@@ -275,7 +279,7 @@ impl SpillFile {
         };
         SpillFile {
             path,
-            batch: String::with_capacity(BATCH_BYTES),
+            batch: String::new(),
             batch_newlines: 0,
             queue: writer.is_some().then_some(queue),
             spare,
@@ -335,10 +339,8 @@ impl SpillFile {
             return text;
         }
         self.accepted += text.len() as u64;
-        let spare = self
-            .spare
-            .try_recv()
-            .unwrap_or_else(|_| String::with_capacity(text.capacity()));
+        // No spare: the caller's next fill sizes the new buffer by what it needs.
+        let spare = self.spare.try_recv().unwrap_or_default();
         self.dispatch(text, newlines);
         spare
     }
@@ -359,10 +361,7 @@ impl SpillFile {
         if self.batch.is_empty() {
             return;
         }
-        let next = self
-            .spare
-            .try_recv()
-            .unwrap_or_else(|_| String::with_capacity(BATCH_BYTES));
+        let next = self.spare.try_recv().unwrap_or_default();
         let full = std::mem::replace(&mut self.batch, next);
         let newlines = std::mem::take(&mut self.batch_newlines);
         self.dispatch(full, newlines);

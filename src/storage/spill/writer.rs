@@ -113,7 +113,7 @@ pub(super) fn write_batches(
     file: File,
     mut floor: Option<Floor>,
     batches: &Receiver<Batch>,
-    give_back: &mpsc::Sender<String>,
+    give_back: &mpsc::SyncSender<String>,
     shared: &(Mutex<Progress>, Condvar),
 ) {
     let mut file = Some(file);
@@ -149,6 +149,7 @@ pub(super) fn write_batches(
         drop(progress);
         wake.notify_all();
         text.clear();
-        let _ = give_back.send(text);
+        // Past the spares kept, the buffer is freed: a run's memory follows its output's pace.
+        let _ = give_back.try_send(text);
     }
 }
