@@ -292,7 +292,7 @@ impl Output {
     /// still buffered is all there will be, and reading on reaches the end of file.
     pub fn writers_gone(&self) -> bool {
         let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::empty())];
-        matches!(poll(&mut fds, PollTimeout::ZERO), Ok(_))
+        poll(&mut fds, PollTimeout::ZERO).is_ok()
             && fds[0]
                 .revents()
                 .is_some_and(|r| r.contains(PollFlags::POLLHUP))
