@@ -3,6 +3,9 @@
 # in a temp dir), reads its idle VmRSS, starts N `spillway run` clients whose commands print
 # some output and then stay alive, waits until all N are registered as running, reads VmRSS
 # and VmHWM from /proc/PID/status, waits for the runs to end, and prints the figures in MiB.
+# Each VmRSS is followed by its two parts: RssAnon (the heap, thread stacks: the daemon's own)
+# and RssFile (the binary's pages read so far, its token tables among them: shared with every
+# spillway process and given back by the kernel under pressure).
 # Not a test: it asserts nothing and only prints.
 #
 #   scripts/daemon-memory.sh [BINARY] [RUNS]     e.g. scripts/daemon-memory.sh target/release/spillway 16
@@ -25,8 +28,9 @@ daemon_pid=$!
 for _ in $(seq 500); do [ -S "$SPILLWAY_SOCKET" ] && break; sleep 0.02; done
 [ -S "$SPILLWAY_SOCKET" ] || { echo "the daemon did not listen; its log:" >&2; cat "$work/daemon.log" >&2; exit 1; }
 field() { awk -v f="$1:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$daemon_pid/status"; }
+rss() { echo "VmRSS $(field VmRSS) MiB (anon $(field RssAnon), file $(field RssFile))"; }
 sleep 1 # whatever the daemon does at its start (building tables in the background) settles
-echo "daemon pid $daemon_pid: idle VmRSS $(field VmRSS) MiB, VmHWM $(field VmHWM) MiB"
+echo "daemon pid $daemon_pid: idle $(rss), VmHWM $(field VmHWM) MiB"
 tty=(--no-tty)
 [ "${SPILLWAY_MEMORY_TTY:-0}" = 1 ] && tty=()
 chatty="head -c 2000000 /dev/zero | tr '\\0' x | fold -w 100; sleep 3"
@@ -41,6 +45,6 @@ for _ in $(seq 500); do
     sleep 0.02
 done
 sleep 0.5 # the runs' output is captured and they sit in `sleep`
-echo "$running runs in flight: VmRSS $(field VmRSS) MiB, VmHWM $(field VmHWM) MiB, threads $(awk '$1 == "Threads:" { print $2 }' "/proc/$daemon_pid/status")"
+echo "$running runs in flight: $(rss), VmHWM $(field VmHWM) MiB, threads $(awk '$1 == "Threads:" { print $2 }' "/proc/$daemon_pid/status")"
 wait "${clients[@]}"
-echo "after the runs ended: VmRSS $(field VmRSS) MiB, VmHWM $(field VmHWM) MiB"
+echo "after the runs ended: $(rss), VmHWM $(field VmHWM) MiB"

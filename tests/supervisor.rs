@@ -457,6 +457,30 @@ async fn a_command_that_closes_its_output_runs_on_to_its_exit() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn commands_that_exit_with_their_pipes_full_still_spill_every_byte() {
+    // Each writes more than its (widened) pipe holds as fast as it can and exits, leaving it
+    // full: four at once, so the engines are slow to go through what is left. No writer is
+    // left, so each reader reads to the end of file, however long after the exit that is.
+    let rig = std::sync::Arc::new(Rig::new());
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let rig = std::sync::Arc::clone(&rig);
+        runs.spawn(async move { rig.run(no_tty(rig.sh("seq 1 300000"))).await });
+    }
+    let expected: String = (1..=300_000).map(|n| format!("{n}\n")).collect();
+    while let Some(f) = runs.join_next().await {
+        let f = f.unwrap();
+        assert_eq!(f.status, RunStatus::Exited);
+        assert_eq!(f.exit_code, Some(0));
+        assert!(
+            spill_text(&f) == expected,
+            "{} bytes spilled",
+            spill(&f).len()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_process_that_escaped_the_group_cannot_hold_the_run_open() {
     let rig = Rig::new();
     // The shell exits only once the escapee has its own session (setsid(1) does not fork

@@ -21,7 +21,9 @@
 //! file. Processes left in the group may hold the terminal or pipe open: if the end has not come
 //! [`EXIT_DRAIN`] after the exit, the whole group gets SIGKILL, and the reader goes on for at
 //! most [`KILLED_DRAIN`] more before it stops regardless (a process that left the group with
-//! `setsid` may hold the descriptor for ever; the run must still end). When the reader is done,
+//! `setsid` may hold the descriptor for ever; the run must still end). Neither deadline cuts
+//! short output whose writers are all gone: what the pipe or terminal still holds is read to
+//! its end, since nothing can add to it. When the reader is done,
 //! whatever is left of the group gets SIGKILL, the leader is reaped, and the group's other
 //! members are reaped too: spillway makes itself a *child subreaper* on its first launch, so
 //! that processes orphaned inside a run are handed to it rather than to an init that may never

@@ -302,6 +302,24 @@ impl Output {
         }
     }
 
+    /// Whether every writer has closed its end (a pipe's or a terminal's other side): what is
+    /// still buffered is all there will be, and reading on reaches the end of file.
+    pub fn writers_gone(&self) -> bool {
+        let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::empty())];
+        poll(&mut fds, PollTimeout::ZERO).is_ok()
+            && fds[0]
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLHUP))
+    }
+
+    /// Asks for a pipe of `bytes` (`F_SETPIPE_SZ`); returns the size it has, or `None` where
+    /// that cannot be asked (a terminal) or was refused (the user's pipe pages are spent).
+    pub fn grow_pipe(&self, bytes: usize) -> Option<usize> {
+        let bytes = i32::try_from(bytes).ok()?;
+        let size = fcntl(&self.fd, FcntlArg::F_SETPIPE_SZ(bytes)).ok()?;
+        usize::try_from(size).ok()
+    }
+
     /// Waits until there is something to read (or the output has ended), `wake` is readable
     /// or hung up, or `timeout` has passed (`None`: no limit). Which of these happened is not
     /// said: the caller reads again and looks.
@@ -357,6 +375,23 @@ mod tests {
         assert_eq!(output.read(&mut buf).unwrap(), Chunk::WouldBlock);
         drop(child);
         output.wait(None, Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(output.read(&mut buf).unwrap(), Chunk::Eof);
+    }
+
+    #[test]
+    fn a_pipe_says_its_writers_are_gone_while_it_still_holds_bytes() {
+        let Channel { output, child, .. } = open_pipe().unwrap();
+        // Refused where the user's pipe pages are spent: the test is about the end, not the size.
+        assert!(output.grow_pipe(1 << 20).is_none_or(|size| size >= 1 << 20));
+        nix::unistd::write(&child.stdout, b"left").unwrap();
+        assert!(!output.writers_gone(), "the child's side is open");
+        let stray = child.try_clone().unwrap();
+        drop(child);
+        assert!(!output.writers_gone(), "a copy still holds it");
+        drop(stray);
+        assert!(output.writers_gone());
+        let mut buf = [0u8; 8];
+        assert_eq!(output.read(&mut buf).unwrap(), Chunk::Data(4));
         assert_eq!(output.read(&mut buf).unwrap(), Chunk::Eof);
     }
 

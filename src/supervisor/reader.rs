@@ -1,10 +1,18 @@
 //! The reader thread: the terminal's output into the engine, chunk by chunk, and after the
-//! command's end the output still buffered, drained for a bounded time.
+//! command's end the output still buffered: read to its end once every writer has closed it,
+//! or for a bounded time while some process still holds it open.
+//!
+//! A `--no-tty` run's pipe is widened to [`WIDE_PIPE`] (as many at a time as
+//! [`WIDE_PIPES`]): a command then writes on without waiting for the reader, and the reader
+//! wakes once per megabyte rather than per 64 KiB. What such a pipe holds when its command
+//! exits can take longer than the drain's grace to go through the engine on a slow machine,
+//! which is why a pipe whose writers are all gone is read to its end, however long that takes:
+//! nothing can add to it any more, so the end is bounded by what it holds.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -28,12 +36,49 @@ pub const KILLED_DRAIN: Duration = Duration::from_millis(200);
 /// Size of each read from a run's output.
 pub(super) const READ_CHUNK: usize = 64 * 1024;
 
+/// What a `--no-tty` run's pipe is widened to: the most an unprivileged user may ask for by
+/// default (`/proc/sys/fs/pipe-max-size`).
+pub const WIDE_PIPE: usize = 1 << 20;
+
+/// Most wide pipes at once. A user's pipes share a budget of pages (by default 64 MiB,
+/// `/proc/sys/fs/pipe-user-pages-soft`): past it every new pipe of that user, spillway's or
+/// not, gets only a page or two. Sixteen take a quarter; a run beyond them keeps the
+/// kernel's 64 KiB.
+pub const WIDE_PIPES: usize = 16;
+
+/// Wide pipes in use now.
+static WIDE_PIPES_IN_USE: AtomicUsize = AtomicUsize::new(0);
+
+/// One of the [`WIDE_PIPES`], given back when the run's reader is done.
+struct WidePipe;
+
+impl WidePipe {
+    /// Widens `output` if it is a pipe and one of the wide pipes is free.
+    fn take(output: &Output) -> Option<WidePipe> {
+        WIDE_PIPES_IN_USE
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < WIDE_PIPES).then_some(n + 1)
+            })
+            .ok()?;
+        let wide = WidePipe;
+        output.grow_pipe(WIDE_PIPE).map(|_| wide)
+    }
+}
+
+impl Drop for WidePipe {
+    fn drop(&mut self) {
+        WIDE_PIPES_IN_USE.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The reader thread: output -> normaliser -> capture (in the run's [`Live`] state), then the
 /// preview.
 pub(super) struct Reader {
     pub(super) output: Output,
     pub(super) live: Arc<Live>,
     pub(super) drain: Drain,
+    /// Held while the reader runs, for a run whose pipe was widened.
+    wide: Option<WidePipe>,
 }
 
 impl Reader {
@@ -60,6 +105,11 @@ impl Reader {
         let capture = Capture::new(spec.limits, SpillPolicy::Always(data_dir.clone()))
             .with_spill_cap(spec.max_spill)
             .with_highlights(spec.highlights.clone());
+        let wide = spec
+            .tty
+            .is_none()
+            .then(|| WidePipe::take(&output))
+            .flatten();
         Reader {
             output,
             live: Arc::new(Live::new(
@@ -72,6 +122,7 @@ impl Reader {
                 spec.compact,
             )),
             drain,
+            wide,
         }
     }
 
@@ -81,6 +132,7 @@ impl Reader {
         if let Err(e) = self.pump() {
             tracing::warn!(run = %self.drain.shared.id, "reading the output failed: {e}");
         }
+        self.wide = None;
         let tokens = self.live.finish();
         ((self.live, tokens), self.output)
     }
@@ -95,7 +147,7 @@ impl Reader {
                 Chunk::Eof => return Ok(()),
                 Chunk::WouldBlock => {}
             }
-            let limit = match self.drain.patience() {
+            let limit = match self.drain.patience(&self.output) {
                 Patience::Unlimited => None,
                 Patience::For(limit) => Some(limit),
                 Patience::Exhausted => {
@@ -117,7 +169,7 @@ impl Reader {
 /// How long the reader may still wait for output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Patience {
-    /// The leader is running: as long as it takes.
+    /// The leader is running, or every writer has closed the output: as long as it takes.
     Unlimited,
     For(Duration),
     /// Stop reading.
@@ -148,7 +200,10 @@ impl Drain {
     }
 
     /// How long the reader may wait now; kills the group when the first grace has run out.
-    fn patience(&mut self) -> Patience {
+    /// Past a grace, `output` is asked, read after read, whether its writers are all gone: if
+    /// so, what it holds is read on to its end with no deadline (asked again each time, since
+    /// a terminal's slave side can be opened anew by its path).
+    fn patience(&mut self, output: &Output) -> Patience {
         let exited_at = match self.exited_at {
             Some(at) => at,
             None if !self.shared.leader_exited.load(Ordering::Acquire) => {
@@ -160,19 +215,78 @@ impl Drain {
             }
         };
         let now = Instant::now();
-        if let Some(killed_at) = self.killed_at {
-            return match (killed_at + KILLED_DRAIN).checked_duration_since(now) {
-                Some(left) if !left.is_zero() => Patience::For(left),
-                _ => Patience::Exhausted,
-            };
+        let deadline = match self.killed_at {
+            Some(killed_at) => killed_at + KILLED_DRAIN,
+            None => exited_at + EXIT_DRAIN,
+        };
+        if let Some(left) = deadline.checked_duration_since(now)
+            && !left.is_zero()
+        {
+            return Patience::For(left);
         }
-        match (exited_at + EXIT_DRAIN).checked_duration_since(now) {
-            Some(left) if !left.is_zero() => Patience::For(left),
-            _ => {
+        if output.writers_gone() {
+            return Patience::Unlimited;
+        }
+        match self.killed_at {
+            Some(_) => Patience::Exhausted,
+            None => {
                 self.shared.signal(Signal::SIGKILL);
                 self.killed_at = Some(now);
                 Patience::For(KILLED_DRAIN)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Child, Command};
+
+    use super::*;
+    use crate::protocol::RunId;
+    use crate::supervisor::descendants::Tracker;
+    use crate::supervisor::pty::{Channel, open_pipe};
+
+    /// A drain of a run whose leader (`sleep`, which is never signalled: both graces are
+    /// made to have run out already, the kill among them) exited a second ago.
+    fn drain_past_its_graces() -> (Drain, Child) {
+        let leader = Command::new("sleep").arg("60").spawn().unwrap();
+        let id = RunId::generate();
+        let tracker = Tracker::new(id.clone(), leader.id(), None);
+        let shared = Arc::new(Shared::new(id, leader.id(), Duration::ZERO, tracker, None));
+        shared.leader_exited.store(true, Ordering::Release);
+        let (wake, _) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let mut drain = Drain::new(shared, wake);
+        let long_ago = Instant::now() - Duration::from_secs(1);
+        drain.exited_at = Some(long_ago);
+        drain.killed_at = Some(long_ago);
+        (drain, leader)
+    }
+
+    #[test]
+    fn past_its_graces_a_drain_reads_on_only_while_every_writer_is_gone() {
+        let (mut drain, mut leader) = drain_past_its_graces();
+        let Channel { output, child, .. } = open_pipe().unwrap();
+        nix::unistd::write(child.stdio().1, b"left in the pipe").unwrap();
+        // A stray holds the pipe: the drain gives up.
+        assert_eq!(drain.patience(&output), Patience::Exhausted);
+        drop(child);
+        // Nobody can write any more: what the pipe holds is read to its end.
+        assert_eq!(drain.patience(&output), Patience::Unlimited);
+        leader.kill().unwrap();
+        leader.wait().unwrap();
+    }
+
+    #[test]
+    fn no_more_pipes_are_widened_at_once_than_the_budget() {
+        let pipes: Vec<Channel> = (0..=WIDE_PIPES).map(|_| open_pipe().unwrap()).collect();
+        let taken: Vec<Option<WidePipe>> =
+            pipes.iter().map(|c| WidePipe::take(&c.output)).collect();
+        // Other tests' runs may hold some meanwhile, so only the bound is certain.
+        assert!(
+            taken.iter().any(Option::is_none),
+            "one more than the budget"
+        );
+        assert!(WIDE_PIPES_IN_USE.load(Ordering::Acquire) <= WIDE_PIPES);
     }
 }

@@ -15,13 +15,13 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
 mod writer;
 
-use writer::{Batch, Floor, Progress, write_batches};
+use writer::{Batch, Floor, Progress, Spare, write_batches};
 pub use writer::{Prepared, TextReader};
 
 /// Environment variable naming the data directory.
@@ -222,12 +222,13 @@ pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
     Ok(())
 }
 
-/// Bytes gathered before a batch goes to the writer thread. Small enough that 32 runs in
-/// flight with a lagging disk stay within a few MiB each; large enough that bulk output costs
-/// few syscalls.
+/// Bytes gathered before a batch goes to the writer thread: large enough that bulk output
+/// costs few syscalls. A batch grows to it by need, so a run that prints little holds little.
 const BATCH_BYTES: usize = 128 * 1024;
-/// Batches queued for the writer at most; beyond that `write` waits, so memory stays bounded.
-const BATCHES_IN_FLIGHT: usize = 3;
+/// Batches queued for the writer at most (besides the one it writes); beyond that `write`
+/// waits, so memory stays bounded. One is enough for the writer never to wait on a busy
+/// capture: the capture fills the next batch while the writer writes one and one waits.
+const BATCHES_IN_FLIGHT: usize = 1;
 
 /// An open spill file that records, rather than returns, its first write error.
 ///
@@ -241,7 +242,8 @@ pub struct SpillFile {
     /// Newlines in `batch`.
     batch_newlines: u64,
     queue: Option<SyncSender<Batch>>,
-    spare: Receiver<String>,
+    /// An emptied buffer the writer gave back, for the next batch.
+    spare: Spare,
     writer: Option<JoinHandle<()>>,
     shared: Arc<(Mutex<Progress>, Condvar)>,
     /// Bytes handed to `write` so far.
@@ -257,9 +259,10 @@ pub struct SpillFile {
 impl SpillFile {
     fn new(path: PathBuf, file: File, floor: Option<Floor>) -> SpillFile {
         let (queue, batches) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
-        let (give_back, spare) = mpsc::channel();
         let shared = Arc::new((Mutex::new(Progress::default()), Condvar::new()));
         let progress = Arc::clone(&shared);
+        let spare = Spare::default();
+        let give_back = Arc::clone(&spare);
         let spawned = thread::Builder::new()
             .name("spill-writer".into())
             .spawn(move || write_batches(file, floor, &batches, &give_back, &progress));
@@ -275,7 +278,7 @@ impl SpillFile {
         };
         SpillFile {
             path,
-            batch: String::with_capacity(BATCH_BYTES),
+            batch: String::new(),
             batch_newlines: 0,
             queue: writer.is_some().then_some(queue),
             spare,
@@ -327,7 +330,9 @@ impl SpillFile {
 
     /// Appends `text`, which holds `newlines` newlines, handing the buffer itself to the
     /// writer when it is big enough to be a batch on its own (no copy), and returns an empty
-    /// buffer for the caller to reuse.
+    /// buffer for the caller to reuse: the caller's own, or, where it went to the writer, the
+    /// one the writer gave back, or else a new one that the caller's next fill sizes by what
+    /// it needs.
     pub fn write_owned(&mut self, mut text: String, newlines: u64) -> String {
         if self.unwanted() || !self.batch.is_empty() || text.len() < BATCH_BYTES / 4 {
             self.write(&text, newlines);
@@ -335,12 +340,13 @@ impl SpillFile {
             return text;
         }
         self.accepted += text.len() as u64;
-        let spare = self
-            .spare
-            .try_recv()
-            .unwrap_or_else(|_| String::with_capacity(text.capacity()));
         self.dispatch(text, newlines);
-        spare
+        self.take_spare()
+    }
+
+    /// The buffer the writer gave back, if it has one, else an empty one.
+    fn take_spare(&self) -> String {
+        crate::sync::lock(&self.spare).take().unwrap_or_default()
     }
 
     /// Whether text written now goes nowhere: the file is closed and nobody scans.
@@ -359,10 +365,7 @@ impl SpillFile {
         if self.batch.is_empty() {
             return;
         }
-        let next = self
-            .spare
-            .try_recv()
-            .unwrap_or_else(|_| String::with_capacity(BATCH_BYTES));
+        let next = self.take_spare();
         let full = std::mem::replace(&mut self.batch, next);
         let newlines = std::mem::take(&mut self.batch_newlines);
         self.dispatch(full, newlines);
@@ -549,6 +552,35 @@ mod tests {
         assert_eq!(spill.written(), expected.len() as u64);
         assert_eq!(spill.error(), None);
         assert_eq!(fs::read_to_string(spill.path()).unwrap(), expected);
+    }
+
+    /// Polls (at most 10 s) until `done` holds of the writer's spare buffer.
+    fn spare_becomes(spill: &SpillFile, done: impl Fn(Option<&String>) -> bool) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if done(crate::sync::lock(&spill.spare).as_ref()) {
+                return true;
+            }
+            thread::sleep(std::time::Duration::from_millis(5));
+        }
+        false
+    }
+
+    #[test]
+    fn the_writers_spare_buffer_is_freed_once_output_pauses() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let mut spill = dir.create_spill().unwrap();
+        let text = "x".repeat(BATCH_BYTES);
+        let back = spill.write_owned(text, 0);
+        assert!(back.is_empty());
+        spill.flush();
+        // Given back once written, for the next batch, and freed when none follows: a quiet
+        // run holds no batch. (Whether it was seen in between depends on this thread's luck.)
+        assert!(spare_becomes(&spill, |s| s.is_none()));
+        let back = spill.write_owned("y".repeat(BATCH_BYTES), 0);
+        assert_eq!(back.capacity(), 0, "nothing held to give back");
+        assert_eq!(spill.written(), BATCH_BYTES as u64);
     }
 
     #[test]

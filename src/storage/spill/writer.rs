@@ -4,8 +4,9 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use crate::storage::space;
 
@@ -95,6 +96,14 @@ pub(super) struct Batch {
     pub(super) scanner: Option<Arc<dyn TextReader>>,
 }
 
+/// One emptied buffer the writer gives back for the next batch, so that output in bulk does
+/// not cost an allocation (and the first touch of its pages) per batch; freed once the output
+/// has paused for [`QUIET`], so that a quiet run holds no batch at all.
+pub(super) type Spare = Arc<Mutex<Option<String>>>;
+
+/// How long the writer waits for a batch before it frees the spare buffer.
+const QUIET: Duration = Duration::from_millis(100);
+
 /// What the writer thread has done.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Progress {
@@ -113,13 +122,13 @@ pub(super) fn write_batches(
     file: File,
     mut floor: Option<Floor>,
     batches: &Receiver<Batch>,
-    give_back: &mpsc::Sender<String>,
+    spare: &Spare,
     shared: &(Mutex<Progress>, Condvar),
 ) {
     let mut file = Some(file);
-    for batch in batches {
+    while let Some(batch) = next_batch(batches, spare) {
         let Batch {
-            mut text,
+            text,
             newlines,
             prepared,
             scan_only,
@@ -132,11 +141,14 @@ pub(super) fn write_batches(
         if let Some(scanner) = scanner {
             scanner.read(&text, newlines, prepared);
         }
+        let len = text.len() as u64;
+        // Given back before the progress is told: a flush that returns finds it there.
+        give_back(spare, text);
         let (lock, wake) = shared;
         let mut progress = crate::sync::lock(lock);
-        progress.handled += text.len() as u64;
+        progress.handled += len;
         match result {
-            Some(Ok(())) => progress.written += text.len() as u64,
+            Some(Ok(())) => progress.written += len,
             Some(Err(e)) => {
                 // Part of the batch may have landed: report what is really on disk.
                 if let Some(len) = file.take().and_then(|f| f.metadata().ok()).map(|m| m.len()) {
@@ -148,7 +160,27 @@ pub(super) fn write_batches(
         }
         drop(progress);
         wake.notify_all();
-        text.clear();
-        let _ = give_back.send(text);
+    }
+}
+
+/// Keeps `text`, emptied, as the spare buffer, unless there is one already.
+fn give_back(spare: &Spare, mut text: String) {
+    text.clear();
+    let mut slot = crate::sync::lock(spare);
+    if slot.is_none() {
+        *slot = Some(text);
+    }
+}
+
+/// The next batch, or `None` once the queue has closed; frees the spare buffer when none
+/// came for [`QUIET`].
+fn next_batch(batches: &Receiver<Batch>, spare: &Spare) -> Option<Batch> {
+    match batches.recv_timeout(QUIET) {
+        Ok(batch) => Some(batch),
+        Err(RecvTimeoutError::Disconnected) => None,
+        Err(RecvTimeoutError::Timeout) => {
+            drop(crate::sync::lock(spare).take());
+            batches.recv().ok()
+        }
     }
 }
