@@ -112,6 +112,12 @@ pub(super) struct Surprise {
     /// show whole, or in a key block).
     last: Option<Context>,
     held: Vec<Held>,
+    /// How many held lines count in each cell of the table: a line's count can change only
+    /// when a cell of its changes.
+    watched: Box<[[u8; TABLE]; 2]>,
+    /// Whether a held line may have stopped being rare since the last look found none had
+    /// (false: none has, so [`Surprise::least_worth`] need not look).
+    stale: bool,
     /// Whether the lines now lie in a key block (see [`Surprise::armoured`]).
     in_key_block: bool,
     /// Bytes of output taken, up to [`MAX_BYTES`].
@@ -126,6 +132,8 @@ impl Surprise {
             recent: [0; AROUND],
             last: None,
             held: Vec::with_capacity(HELD),
+            watched: Box::new([[0; TABLE]; 2]),
+            stale: false,
             in_key_block: false,
             taken: 0,
         }
@@ -252,7 +260,9 @@ impl Surprise {
         let mut buffer = String::new();
         if self.held.len() == HELD {
             let room = self.least_worth();
-            buffer = self.held.remove(room).text;
+            let gone = self.held.remove(room);
+            self.watch(gone.shape, false);
+            buffer = gone.text;
             buffer.clear();
         }
         buffer.push_str(text);
@@ -268,7 +278,18 @@ impl Surprise {
             known: 0,
         };
         held.known = self.neighbourhood(&held).min(FREQUENT);
+        // Held when its shape was new: seen once, so rare.
+        self.watch(shape, true);
         self.held.push(held);
+    }
+
+    /// Counts a held line's cells in [`Surprise::watched`] (`held`), or no longer.
+    fn watch(&mut self, shape: u64, held: bool) {
+        let (a, b) = slots(shape);
+        for (row, cell) in [(0, a), (1, b)] {
+            let n = &mut self.watched[row][cell];
+            *n = if held { *n + 1 } else { *n - 1 };
+        }
     }
 
     /// Which held line makes room: the first no longer rare, else the one least worth keeping
@@ -278,10 +299,14 @@ impl Surprise {
     /// each held line keeps what its neighbourhood was last found to be, a floor under what it
     /// is (counts only grow, and its neighbours only arrive), and only the least by those
     /// floors is counted again, until its count is its floor (a property test holds this to
-    /// the plain choice).
+    /// the plain choice). The look for a line no longer rare is made only when a count of a
+    /// held line's may have grown since the last look found none.
     fn least_worth(&mut self) -> usize {
-        if let Some(i) = self.held.iter().position(|h| self.count(h.shape) > RARE) {
-            return i;
+        if self.stale {
+            if let Some(i) = self.held.iter().position(|h| self.count(h.shape) > RARE) {
+                return i;
+            }
+            self.stale = false;
         }
         // The least by the floors, the earliest of equals (`min_by_key` keeps the first).
         while let Some(i) = (0..self.held.len()).min_by_key(|&i| self.held[i].known) {
@@ -347,6 +372,7 @@ impl Surprise {
         let (a, b) = slots(shape);
         self.counts[0][a] = self.counts[0][a].saturating_add(1);
         self.counts[1][b] = self.counts[1][b].saturating_add(1);
+        self.stale |= self.watched[0][a] > 0 || self.watched[1][b] > 0;
     }
 }
 
