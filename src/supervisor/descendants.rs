@@ -33,7 +33,7 @@ use nix::sys::signal::Signal;
 use super::cgroup::RunCgroup;
 pub use super::members::{Member, RUN_ID_ENV, describe, listening_on, signal_exact};
 use super::members::{find_ports, marker};
-use super::procfs::{Stat, all_processes, command_line, stat};
+use super::procfs::{Stat, all_processes, command_line, dying, stat};
 use crate::protocol::{LimitHit, RunId, StoppedProcess};
 use crate::supervisor::reaper;
 
@@ -124,6 +124,11 @@ impl Tracker {
 
     /// The run's living processes now, other than its command.
     pub fn members(&self, thorough: bool) -> Vec<Member> {
+        self.members_where(thorough, |s| !s.zombie)
+    }
+
+    /// The run's processes now, other than its command, that `keep` keeps.
+    fn members_where(&self, thorough: bool, keep: impl Fn(&Stat) -> bool) -> Vec<Member> {
         let stats: Vec<Stat> = match &self.cgroup {
             Some(cgroup) => cgroup.procs().into_iter().filter_map(stat).collect(),
             None => find_in_proc(self.id.as_str(), self.leader, &self.seen(), thorough),
@@ -131,7 +136,7 @@ impl Tracker {
         let mut seen = self.seen();
         stats
             .into_iter()
-            .filter(|s| !s.zombie && s.pid != self.leader)
+            .filter(|s| s.pid != self.leader && keep(s))
             .map(|s| match seen.get(&s.pid) {
                 Some(m) if m.start == s.start => m.clone(),
                 _ => {
@@ -161,8 +166,13 @@ impl Tracker {
 
     /// Stops the run's processes other than its command: SIGTERM and SIGCONT, up to `grace`
     /// for them to go, then a kill. Returns those it signalled, with their ports.
+    ///
+    /// What is dying already is not among them: a run stopped by spillway (a timeout, a
+    /// kill, the daemon's shutdown) had its group signalled with its command, and the
+    /// members that signal killed were not left running, though they may not have finished
+    /// dying when the command's exit is seen.
     pub fn stop(&self, grace: Duration) -> Vec<Member> {
-        let mut stopped = self.members(true);
+        let mut stopped = self.members_where(true, |s| !dying(s));
         if stopped.is_empty() {
             return stopped;
         }
@@ -181,7 +191,7 @@ impl Tracker {
                 break;
             }
             std::thread::sleep(POLL);
-            left = self.members(false);
+            left = self.members_where(false, |s| !dying(s));
             if left.is_empty() {
                 return stopped;
             }

@@ -23,6 +23,29 @@ pub struct Stat {
     /// Clock ticks after boot: with the pid, names one process for ever.
     pub start: u64,
     pub zombie: bool,
+    /// It has begun to exit (`PF_EXITING` in its flags): its memory, and so its command
+    /// line, may be gone already, and nothing sent to it matters any more.
+    pub exiting: bool,
+}
+
+/// `PF_EXITING` in the flags of `/proc/PID/stat`.
+const PF_EXITING: u64 = 0x4;
+
+/// The signals whose default action ends a process, as bits of the masks in
+/// `/proc/PID/status` (signal n is bit n - 1): all but those that by default are ignored
+/// (SIGCHLD, SIGCONT, SIGURG, SIGWINCH) or stop (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU).
+const FATAL_BY_DEFAULT: u64 = !(bit(libc::SIGCHLD)
+    | bit(libc::SIGCONT)
+    | bit(libc::SIGURG)
+    | bit(libc::SIGWINCH)
+    | bit(libc::SIGSTOP)
+    | bit(libc::SIGTSTP)
+    | bit(libc::SIGTTIN)
+    | bit(libc::SIGTTOU));
+
+/// Signal `n`'s bit in a mask of `/proc/PID/status`.
+const fn bit(n: i32) -> u64 {
+    1 << (n - 1)
 }
 
 /// Parses `/proc/PID/stat`. The command name (in parentheses) may hold anything, so the
@@ -37,8 +60,37 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<Stat> {
         sid: fields.get(3)?.parse().ok()?,
         tty: fields.get(4)?.parse().ok()?,
         tpgid: fields.get(5)?.parse().ok()?,
+        exiting: fields.get(6)?.parse::<u64>().ok()? & PF_EXITING != 0,
         start: fields.get(19)?.parse().ok()?,
     })
+}
+
+/// Whether the process is already dying: a zombie, exiting, or with a signal pending that
+/// will end it when it next runs (one neither blocked, ignored nor caught, whose default
+/// action is to end it, SIGKILL among them).
+///
+/// A process killed with its group a moment ago may not have run since: it is dying by this
+/// test as soon as `kill` has returned. Such a process is not one a run left running, and a
+/// stop need not signal it again.
+pub fn dying(s: &Stat) -> bool {
+    s.zombie
+        || s.exiting
+        || fs::read_to_string(format!("/proc/{}/status", s.pid))
+            .map_or(true, |status| fatal_signal_pending(&status))
+}
+
+/// Whether a `/proc/PID/status` text shows a pending signal that will end the process.
+fn fatal_signal_pending(status: &str) -> bool {
+    let mask = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let pending = mask("SigPnd") | mask("ShdPnd");
+    let handled = mask("SigBlk") | mask("SigIgn") | mask("SigCgt");
+    pending & bit(libc::SIGKILL) != 0 || pending & !handled & FATAL_BY_DEFAULT != 0
 }
 
 /// The stat of `pid`, while it exists.
@@ -167,9 +219,60 @@ mod tests {
             (s.ppid, s.pgrp, s.sid, s.tty, s.tpgid),
             (7, 42, 40, 34816, 42)
         );
-        assert_eq!((s.start, s.zombie), (12345, false));
+        assert_eq!((s.start, s.zombie, s.exiting), (12345, false, false));
+        let exiting = line.replace(" 4194304 ", " 4194308 ");
+        assert!(parse_stat(42, &exiting).unwrap().exiting);
         assert_eq!(comm_of(line), Some("a) b"));
         assert!(parse_stat(1, "garbage").is_none());
+    }
+
+    #[test]
+    fn a_pending_signal_is_fatal_unless_blocked_ignored_caught_or_harmless() {
+        let status = |pnd: &str, shd: &str, blk: &str, ign: &str, cgt: &str| {
+            format!(
+                "Name:\tx\nSigPnd:\t{pnd}\nShdPnd:\t{shd}\nSigBlk:\t{blk}\n\
+                 SigIgn:\t{ign}\nSigCgt:\t{cgt}\n"
+            )
+        };
+        let none = "0000000000000000";
+        let term = "0000000000004000";
+        let kill = "0000000000000100";
+        let chld = "0000000000010000";
+        assert!(!fatal_signal_pending(&status(none, none, none, none, none)));
+        assert!(fatal_signal_pending(&status(none, term, none, none, none)));
+        assert!(fatal_signal_pending(&status(kill, none, none, none, none)));
+        assert!(fatal_signal_pending(&status(none, kill, none, none, none)));
+        assert!(!fatal_signal_pending(&status(none, term, term, none, none)));
+        assert!(!fatal_signal_pending(&status(none, term, none, term, none)));
+        assert!(!fatal_signal_pending(&status(term, none, none, none, term)));
+        assert!(!fatal_signal_pending(&status(none, chld, none, none, none)));
+        assert!(!fatal_signal_pending("Name:\tx\nSigPnd:\tjunk\n"));
+    }
+
+    /// A process sent a fatal signal is dying from the moment `kill` returns, whether or not
+    /// it has run since: the test the end of a run relies on not to name what its own stop
+    /// killed. Without the pending signal's check this fails often, as the child is
+    /// neither a zombie nor exiting until it runs.
+    #[test]
+    fn a_process_killed_a_moment_ago_is_dying_at_once() {
+        for _ in 0..50 {
+            let mut child = std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            let before = stat(pid).unwrap();
+            assert!(!dying(&before), "{before:?}");
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .unwrap();
+            if let Some(after) = stat(pid) {
+                assert!(dying(&after), "{after:?}");
+            }
+            child.wait().unwrap();
+        }
     }
 
     #[test]

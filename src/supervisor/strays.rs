@@ -24,7 +24,7 @@ use nix::sys::signal::Signal;
 
 use super::cgroup::procs_of;
 use super::members::{Member, describe, marker, signal_exact};
-use super::procfs::{Stat, all_processes, command_line, own_children, stat};
+use super::procfs::{Stat, all_processes, command_line, dying, own_children, stat};
 use super::reaper;
 use crate::sync::lock;
 
@@ -100,7 +100,7 @@ pub fn sweep(grace: Duration) -> Vec<Member> {
 }
 
 fn alive(m: &Member) -> bool {
-    super::procfs::stat(m.pid).is_some_and(|s| s.start == m.start && !s.zombie)
+    stat(m.pid).is_some_and(|s| s.start == m.start && !dying(&s))
 }
 
 /// The children of this process that are no run's command and belong to no live run, and
@@ -169,8 +169,10 @@ fn descendants_of(roots: Vec<u32>, all: &[Stat]) -> Vec<Member> {
             queue.extend(children.get(&pid).into_iter().flatten().map(|c| c.pid));
         }
     }
+    // A dying process's children are looked at all the same: they outlive it.
     found
         .into_values()
+        .filter(|s| !dying(s))
         .map(|s| Member {
             pid: s.pid,
             start: s.start,
