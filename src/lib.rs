@@ -20,6 +20,7 @@
 //! lock helper every layer uses, and `allocator` the C allocator's settings for this process.
 
 pub(crate) mod allocator;
+pub mod blocking;
 pub mod client;
 pub mod config;
 pub mod daemon;

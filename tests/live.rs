@@ -422,6 +422,33 @@ fn a_raw_stream_carries_the_terminal_bytes() {
     assert_eq!(data, "\u{1b}[31mred\u{1b}[0m\r\n");
 }
 
+/// A run that ends before its raw stream has begun (a command that prints and exits at once,
+/// asked for as a client at a terminal asks) still ends its stream with its exit: the end,
+/// already there when the stream looks, is not waited for as a change to come. Many short
+/// runs, as the race is between two threads (before the fix, one of these hung within 100).
+#[test]
+fn a_raw_stream_of_a_run_that_ends_at_once_still_ends() {
+    let daemon = TestDaemon::start();
+    for n in 0..100 {
+        let mut client = daemon.client();
+        let mut request = shell(&format!("test -t 0 && echo {n}"));
+        request["stream"] = json!("raw");
+        request["kill_on_disconnect"] = json!(true);
+        start(&mut client, &request);
+        loop {
+            let event = client.event().expect("the stream's next event");
+            match event["type"].as_str().unwrap() {
+                "raw" => {}
+                "exit" => {
+                    assert_eq!(event["content"], format!("{n}\n"));
+                    break;
+                }
+                other => panic!("unexpected {other}: {event}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn kill_signals_the_group_and_the_run_ends_killed() {
     let daemon = TestDaemon::start();

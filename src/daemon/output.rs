@@ -213,12 +213,18 @@ async fn stream_chunks(
     write: &mut ClientWriter,
 ) -> io::Result<Arc<Event>> {
     let mut done = entry.done.subscribe();
+    // The run may have ended before this subscribed: its end is then the value already
+    // there, which `changed` would never report.
+    let ended = async {
+        let _ = done.wait_for(Option::is_some).await;
+    };
+    tokio::pin!(ended);
     let mut carry = Vec::new();
     loop {
         let chunk = tokio::select! {
             biased;
             chunk = raw.recv() => chunk,
-            _ = done.changed() => {
+            () = &mut ended => {
                 // The reader has finished: what is left in the channel is all there is.
                 loop {
                     match raw.try_recv() {

@@ -11,6 +11,13 @@
 //! has ended finds it in `history`), but at most [`PATIENCE`], and not at all while the index is
 //! known to be locked; the write is then applied later, in order.
 //!
+//! A record with nothing ahead of it (the queue empty, no write under way, the index not known
+//! to be locked) is written by its caller at once, on the caller's worker thread
+//! ([`crate::blocking`]), rather than handed to the thread and waited for: each hand-off is a
+//! wake-up of a sleeping thread, and a short run's start and end each waited for two. A caller
+//! that finds the index locked puts its record at the head of the queue, where it would have
+//! been, and waits as the others do.
+//!
 //! A full disk is not waited out: a run must not wait for room, and a queue held up by it would
 //! hold up every later run's record. A write that fails for want of space gives up the data
 //! directory's space reserve (`crate::storage::space`) and tries again at once; with no reserve
@@ -91,12 +98,25 @@ struct Queue {
     records: VecDeque<Queued>,
     /// Records ever queued.
     queued: u64,
+    /// A record is being written (by the thread or a caller): the next waits for it, so that
+    /// records are written in the order they came.
+    writing: bool,
     closed: bool,
+}
+
+/// What writes records: the index connection, the disk, and the runs whose start was left
+/// out, to be written whole at their end. Used by one writer at a time (`Queue::writing`).
+struct Books {
+    index: Index,
+    space: Arc<Space>,
+    unstarted: HashMap<RunId, NewRun>,
 }
 
 /// The queue of records and the thread that writes them.
 pub(super) struct Recorder {
     queue: Arc<(Mutex<Queue>, Condvar)>,
+    books: Arc<Mutex<Books>>,
+    progress_tx: Arc<watch::Sender<Progress>>,
     progress: watch::Receiver<Progress>,
 }
 
@@ -107,12 +127,27 @@ impl Recorder {
             .set_busy_timeout(BUSY_TIMEOUT)
             .map_err(std::io::Error::other)?;
         let queue = Arc::new((Mutex::new(Queue::default()), Condvar::new()));
+        let books = Arc::new(Mutex::new(Books {
+            index,
+            space,
+            unstarted: HashMap::new(),
+        }));
         let (progress_tx, progress) = watch::channel(Progress::default());
-        let shared = Arc::clone(&queue);
+        let progress_tx = Arc::new(progress_tx);
+        let (shared, thread_books, thread_progress) = (
+            Arc::clone(&queue),
+            Arc::clone(&books),
+            Arc::clone(&progress_tx),
+        );
         thread::Builder::new()
             .name("spillway-recorder".into())
-            .spawn(move || write_records(index, &space, &shared, &progress_tx))?;
-        Ok(Recorder { queue, progress })
+            .spawn(move || write_records(&thread_books, &shared, &thread_progress))?;
+        Ok(Recorder {
+            queue,
+            books,
+            progress_tx,
+            progress,
+        })
     }
 
     /// Queues `record` and waits for it to be written, unless the index is locked by another
@@ -120,7 +155,10 @@ impl Recorder {
     pub(super) async fn record(&self, record: Record) -> Outcome {
         let id = record.id().clone();
         let (reply, outcome) = oneshot::channel();
-        self.push(Queued { record, reply });
+        let queued = Queued { record, reply };
+        if let Some(outcome) = crate::blocking::in_place(|| self.write_or_queue(queued)) {
+            return outcome;
+        }
         let mut progress = self.progress.clone();
         let told = async {
             tokio::select! {
@@ -142,12 +180,36 @@ impl Recorder {
         outcome
     }
 
-    fn push(&self, queued: Queued) {
+    /// Writes `queued` here and now if nothing is ahead of it, and says what became of it;
+    /// queues it (`None`) when something is, or when the index is locked by another process
+    /// (then at the head of the queue: whatever came meanwhile came after it).
+    fn write_or_queue(&self, queued: Queued) -> Option<Outcome> {
         let (queue, wake) = &*self.queue;
+        {
+            let mut queue = lock(queue);
+            let ahead = !queue.records.is_empty() || queue.writing || queue.closed;
+            if ahead || self.progress_tx.borrow().blocked {
+                queue.records.push_back(queued);
+                queue.queued += 1;
+                wake.notify_one();
+                return None;
+            }
+            queue.writing = true;
+        }
+        let Queued { record, reply } = queued;
+        let written = lock(&self.books).apply(record);
         let mut queue = lock(queue);
-        queue.records.push_back(queued);
-        queue.queued += 1;
+        queue.writing = false;
+        let outcome = match written {
+            Applied::Done(outcome) => Some(outcome),
+            Applied::Locked(record) => {
+                queue.records.push_front(Queued { record, reply });
+                queue.queued += 1;
+                None
+            }
+        };
         wake.notify_one();
+        outcome
     }
 
     /// Waits, at most `bound`, for every queued record to be dealt with (at shutdown); returns
@@ -171,39 +233,17 @@ impl Drop for Recorder {
 
 /// The writer thread: records in order, each retried while the lock is held elsewhere.
 fn write_records(
-    mut index: Index,
-    space: &Space,
+    books: &Mutex<Books>,
     queue: &(Mutex<Queue>, Condvar),
     progress: &watch::Sender<Progress>,
 ) {
-    // Runs whose start was left out, to be written whole at their end.
-    let mut unstarted = HashMap::new();
     while let Some(Queued { record, reply }) = next_record(queue) {
-        let mut writer = Writer {
-            index: &mut index,
-            space,
-            progress,
-        };
-        let outcome = match record {
-            // A taken id (Ok(false)) cannot happen: ids are checked free before a run starts.
-            Record::Start(run) => {
-                let outcome = writer.write(|index| index.insert_run(&run).map(drop));
-                if outcome != Outcome::Written {
-                    unstarted.insert(run.id.clone(), run);
-                }
-                outcome
-            }
-            Record::End(id, end) => match unstarted.remove(&id) {
-                Some(run) => match writer.write(|index| index.insert_run(&run).map(drop)) {
-                    Outcome::Written => writer.write(|index| index.finish_run(&id, &end)),
-                    left_out => left_out,
-                },
-                None => match writer.write(|index| index.finish_run(&id, &end)) {
-                    Outcome::Unrecorded(why) => Outcome::EndUnrecorded(why),
-                    outcome => outcome,
-                },
-            },
-        };
+        let outcome = write_waiting(&mut lock(books), record, progress);
+        {
+            let (queue, wake) = queue;
+            lock(queue).writing = false;
+            wake.notify_one();
+        }
         let _ = reply.send(outcome);
         let was_blocked = progress.borrow().blocked;
         if was_blocked {
@@ -216,28 +256,88 @@ fn write_records(
     }
 }
 
-/// Writes one change, waiting out another process's lock, and giving the disk's reserve to
-/// the index when the disk is full.
+/// Writes `record`, waiting out another process's lock: tried again every [`RETRY_PAUSE`],
+/// with the callers told the index is blocked meanwhile.
+fn write_waiting(
+    books: &mut Books,
+    mut record: Record,
+    progress: &watch::Sender<Progress>,
+) -> Outcome {
+    loop {
+        match books.apply(record) {
+            Applied::Done(outcome) => return outcome,
+            Applied::Locked(given_back) => record = given_back,
+        }
+        if !progress.borrow().blocked {
+            tracing::warn!(
+                "the run index is locked by another process: queueing records until it is free"
+            );
+            progress.send_modify(|p| p.blocked = true);
+        }
+        thread::sleep(RETRY_PAUSE);
+    }
+}
+
+/// What became of a record given to [`Books::apply`].
+enum Applied {
+    Done(Outcome),
+    /// Another process holds the index's lock: the record is given back.
+    Locked(Record),
+}
+
+impl Books {
+    /// Writes one record, and says what became of it; gives it back when another process
+    /// holds the index's lock (past SQLite's busy timeout).
+    fn apply(&mut self, record: Record) -> Applied {
+        let mut writer = Writer {
+            index: &mut self.index,
+            space: &self.space,
+        };
+        match record {
+            // A taken id (Ok(false)) cannot happen: ids are checked free before a run starts.
+            Record::Start(run) => match writer.write(|index| index.insert_run(&run).map(drop)) {
+                None => Applied::Locked(Record::Start(run)),
+                Some(outcome) => {
+                    if outcome != Outcome::Written {
+                        self.unstarted.insert(run.id.clone(), run);
+                    }
+                    Applied::Done(outcome)
+                }
+            },
+            Record::End(id, end) => {
+                if let Some(run) = self.unstarted.remove(&id) {
+                    match writer.write(|index| index.insert_run(&run).map(drop)) {
+                        None => {
+                            self.unstarted.insert(id.clone(), run);
+                            return Applied::Locked(Record::End(id, end));
+                        }
+                        Some(Outcome::Written) => {}
+                        Some(left_out) => return Applied::Done(left_out),
+                    }
+                }
+                match writer.write(|index| index.finish_run(&id, &end)) {
+                    None => Applied::Locked(Record::End(id, end)),
+                    Some(Outcome::Unrecorded(why)) => Applied::Done(Outcome::EndUnrecorded(why)),
+                    Some(outcome) => Applied::Done(outcome),
+                }
+            }
+        }
+    }
+}
+
+/// Writes one change, giving the disk's reserve to the index when the disk is full.
 struct Writer<'a> {
     index: &'a mut Index,
     space: &'a Space,
-    progress: &'a watch::Sender<Progress>,
 }
 
 impl Writer<'_> {
-    fn write(&mut self, change: impl Fn(&mut Index) -> Result<(), IndexError>) -> Outcome {
+    /// What became of the change; `None` when another process holds the index's lock.
+    fn write(&mut self, change: impl Fn(&mut Index) -> Result<(), IndexError>) -> Option<Outcome> {
         loop {
             match change(self.index) {
-                Ok(()) => return Outcome::Written,
-                Err(e) if e.is_busy() => {
-                    if !self.progress.borrow().blocked {
-                        tracing::warn!(
-                            "the run index is locked by another process: queueing records until it is free"
-                        );
-                        self.progress.send_modify(|p| p.blocked = true);
-                    }
-                    thread::sleep(RETRY_PAUSE);
-                }
+                Ok(()) => return Some(Outcome::Written),
+                Err(e) if e.is_busy() => return None,
                 Err(e)
                     if e.is_full() || (e.is_io_failure() && self.space.full_disk().is_some()) =>
                 {
@@ -248,30 +348,33 @@ impl Writer<'_> {
                         error = %e,
                         "the disk is full and its reserve used up: a run's record is left out of the index (spillway purge frees room)"
                     );
-                    return Outcome::Unrecorded(self.space.unrecorded());
+                    return Some(Outcome::Unrecorded(self.space.unrecorded()));
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot record the run");
-                    return Outcome::Unrecorded(format!(
+                    return Some(Outcome::Unrecorded(format!(
                         "the run index could not be written ({e})"
-                    ));
+                    )));
                 }
             }
         }
     }
 }
 
-/// The next record to write, waiting for one; None once the recorder is gone and the queue
-/// is empty.
+/// The next record to write, once none is being written, marked as being written; None
+/// once the recorder is gone and the queue is empty.
 fn next_record(queue: &(Mutex<Queue>, Condvar)) -> Option<Queued> {
     let (queue, wake) = queue;
     let mut queue = lock(queue);
     loop {
-        if let Some(record) = queue.records.pop_front() {
-            return Some(record);
-        }
-        if queue.closed {
-            return None;
+        if !queue.writing {
+            if let Some(record) = queue.records.pop_front() {
+                queue.writing = true;
+                return Some(record);
+            }
+            if queue.closed {
+                return None;
+            }
         }
         queue = crate::sync::wait(wake, queue);
     }
@@ -329,6 +432,76 @@ mod tests {
         assert_eq!(recorder.flush(Duration::from_secs(20)).await, 0);
         assert_eq!(status(&reader, 1), Some(RunStatus::Exited));
         assert_eq!(status(&reader, 2), Some(RunStatus::Exited));
+    }
+
+    /// Records written at once by their callers and records queued behind a lock another
+    /// process takes now and then keep their order: every run's end lands after its start,
+    /// none is lost, and each caller's record is in the index when it is told `Written`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_written_at_once_or_queued_keep_their_order() {
+        let (dir, reader) = open_temp();
+        let space = Arc::new(Space::new(dir.path()));
+        let recorder = Arc::new(
+            Recorder::start(Index::open(&dir.path().join(INDEX_FILE)).unwrap(), space).unwrap(),
+        );
+        let path = dir.path().join(INDEX_FILE);
+        let holder = Connection::open(path).unwrap();
+        holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let holder = std::thread::spawn(move || {
+            for _ in 0..3 {
+                std::thread::sleep(Duration::from_millis(250));
+                holder.execute_batch("COMMIT").unwrap();
+                std::thread::sleep(Duration::from_millis(60));
+                holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+            }
+            holder.execute_batch("COMMIT").unwrap();
+        });
+        let at = chrono::Utc::now();
+        // Spread over the lock's comings and goings: some runs start and end while it is
+        // held, some while it is free, some across a change.
+        let runs: Vec<_> = (1..=40)
+            .map(|n| {
+                let recorder = Arc::clone(&recorder);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(u64::from(n) * 25)).await;
+                    let started = recorder.record(Record::Start(new_run(n, at))).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let ending = end(RunStatus::Exited, Some(0), n.into());
+                    let ended = recorder.record(Record::End(id(n), ending)).await;
+                    (n, started, ended)
+                })
+            })
+            .collect();
+        for run in runs {
+            let (n, started, ended) = run.await.unwrap();
+            for outcome in [started, ended] {
+                assert!(
+                    matches!(outcome, Outcome::Written | Outcome::Pending),
+                    "run {n}: {outcome:?}"
+                );
+            }
+        }
+        holder.join().unwrap();
+        assert_eq!(recorder.flush(Duration::from_secs(20)).await, 0);
+        for n in 1..=40 {
+            assert_eq!(status(&reader, n), Some(RunStatus::Exited), "run {n}");
+        }
+    }
+
+    /// Without a thread to spare (a single-threaded runtime), a record is still written by
+    /// its caller, and found at once.
+    #[tokio::test]
+    async fn a_single_threaded_caller_writes_its_record_itself() {
+        let (dir, reader) = open_temp();
+        let space = Arc::new(Space::new(dir.path()));
+        let recorder =
+            Recorder::start(Index::open(&dir.path().join(INDEX_FILE)).unwrap(), space).unwrap();
+        let at = chrono::Utc::now();
+        assert_eq!(
+            recorder.record(Record::Start(new_run(1, at))).await,
+            Outcome::Written
+        );
+        assert_eq!(status(&reader, 1), Some(RunStatus::Running));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

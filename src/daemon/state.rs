@@ -168,13 +168,13 @@ impl Daemon {
         })
     }
 
-    /// Runs `work` on the index on a blocking thread.
+    /// Runs `work` on the index, blocking (see [`crate::blocking`]).
     pub(super) async fn with_index<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Index) -> Result<T, IndexError> + Send + 'static,
     ) -> Result<T, ErrorEvent> {
         let index = Arc::clone(&self.index);
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let mut index = lock(&index);
             // Opened read-only on a full disk: writable again once the disk has room, so that
             // reads see what the recorder has written since and a purge can delete rows.

@@ -265,15 +265,14 @@ pub struct Launched {
 /// timeout and the grace periods to be enforced.
 ///
 /// Errors only for what prevents the start: a bad `cwd`, a program that cannot be found or
-/// executed, no PTY or pipe. The checks and the spawn run on tokio's blocking pool; once the
+/// executed, no PTY or pipe. The checks and the spawn block (see [`crate::blocking`]); once the
 /// command has started, dropping this future does not stop it (nor its timeout).
 ///
 /// The first launch makes this process a child subreaper (see the module docs).
 pub async fn launch(spec: RunSpec, data_dir: &DataDir) -> Result<Launched, LaunchError> {
     let data_dir = data_dir.clone();
-    match tokio::task::spawn_blocking(move || start(spec, &data_dir)).await {
+    match crate::blocking::run(move || start(spec, &data_dir)).await {
         Ok(result) => result,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(LaunchError::Internal {
             reason: e.to_string(),
         }),

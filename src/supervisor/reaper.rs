@@ -139,12 +139,11 @@ pub fn hung_up_since(pgrp: u32, since: Instant) -> Vec<Reaped> {
 }
 
 /// Reaps the zombies among this process's children that no waiter is responsible for;
-/// returns how many. Reads `/proc` (a few milliseconds); call it every few seconds.
+/// returns how many. Reads `/proc`; call it every few seconds.
 pub fn reap_strays() -> usize {
     let leaders = leaders();
-    let me = std::process::id();
     let mut reaped = 0;
-    for pid in zombie_children(me) {
+    for pid in own_zombies() {
         if leaders.contains(&pid) {
             continue;
         }
@@ -156,18 +155,30 @@ pub fn reap_strays() -> usize {
     reaped
 }
 
-/// Pids of the zombie processes whose parent is `parent`.
-fn zombie_children(parent: u32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+/// Pids of this process's zombie children: looked for among its children as the kernel lists
+/// them (a few small reads, where the daemon's tidying every two seconds otherwise read every
+/// process of the machine), else among every process.
+fn own_zombies() -> Vec<i32> {
+    let me = std::process::id();
+    let candidates: Vec<i32> = match super::procfs::own_children() {
+        Some(children) => children
+            .into_iter()
+            .filter_map(|p| i32::try_from(p).ok())
+            .collect(),
+        None => match std::fs::read_dir("/proc") {
+            Ok(entries) => entries
+                .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .collect(),
+            Err(_) => return Vec::new(),
+        },
     };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+    candidates
+        .into_iter()
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
                 .and_then(|stat| zombie_of(&stat))
-                == Some(parent)
+                == Some(me)
         })
         .collect()
 }
@@ -185,6 +196,24 @@ fn zombie_of(stat: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child that died unreaped is found among this process's zombies, and only until it
+    /// is reaped.
+    #[test]
+    fn a_dead_child_is_among_the_zombies_until_reaped() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while !own_zombies().contains(&pid) {
+            assert!(
+                Instant::now() < deadline,
+                "the child never showed as a zombie"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert!(!own_zombies().contains(&pid));
+    }
 
     #[test]
     fn reads_state_and_parent_after_any_command_name() {
