@@ -5,8 +5,8 @@
 //! machine whose idle CPUs sleep deeply, and a short run's start and end made four of them.
 //! `block_in_place` does the work on the calling worker thread instead, and hands that
 //! worker's other tasks to another thread meanwhile, so nothing waits for a wake-up. It needs
-//! the multi-threaded runtime (the daemon's); elsewhere (a test's single-threaded runtime) the
-//! work goes to the blocking pool as before.
+//! the multi-threaded runtime (the daemon's); on a single-threaded runtime (a test's), [`run`]
+//! sends the work to the blocking pool as before, and [`in_place`] does it where it stands.
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::task::JoinError;
