@@ -116,7 +116,6 @@ struct Books {
 pub(super) struct Recorder {
     queue: Arc<(Mutex<Queue>, Condvar)>,
     books: Arc<Mutex<Books>>,
-    progress_tx: Arc<watch::Sender<Progress>>,
     progress: watch::Receiver<Progress>,
 }
 
@@ -133,19 +132,13 @@ impl Recorder {
             unstarted: HashMap::new(),
         }));
         let (progress_tx, progress) = watch::channel(Progress::default());
-        let progress_tx = Arc::new(progress_tx);
-        let (shared, thread_books, thread_progress) = (
-            Arc::clone(&queue),
-            Arc::clone(&books),
-            Arc::clone(&progress_tx),
-        );
+        let (shared, thread_books) = (Arc::clone(&queue), Arc::clone(&books));
         thread::Builder::new()
             .name("spillway-recorder".into())
-            .spawn(move || write_records(&thread_books, &shared, &thread_progress))?;
+            .spawn(move || write_records(&thread_books, &shared, &progress_tx))?;
         Ok(Recorder {
             queue,
             books,
-            progress_tx,
             progress,
         })
     }
@@ -188,7 +181,7 @@ impl Recorder {
         {
             let mut queue = lock(queue);
             let ahead = !queue.records.is_empty() || queue.writing || queue.closed;
-            if ahead || self.progress_tx.borrow().blocked {
+            if ahead || self.progress.borrow().blocked {
                 queue.records.push_back(queued);
                 queue.queued += 1;
                 wake.notify_one();
@@ -382,6 +375,7 @@ fn next_record(queue: &(Mutex<Queue>, Condvar)) -> Option<Queued> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::time::Instant;
 
     use rusqlite::Connection;
@@ -395,12 +389,16 @@ mod tests {
         index.get(&id(n)).unwrap().map(|row| row.status)
     }
 
+    /// A recorder on the index in `dir`, with a connection of its own.
+    fn recorder_in(dir: &Path) -> Recorder {
+        let space = Arc::new(Space::new(dir));
+        Recorder::start(Index::open(&dir.join(INDEX_FILE)).unwrap(), space).unwrap()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn records_wait_out_another_processs_lock_in_order() {
         let (dir, reader) = open_temp();
-        let space = Arc::new(Space::new(dir.path()));
-        let recorder =
-            Recorder::start(Index::open(&dir.path().join(INDEX_FILE)).unwrap(), space).unwrap();
+        let recorder = recorder_in(dir.path());
         let at = chrono::Utc::now();
         recorder.record(Record::Start(new_run(1, at))).await;
         assert_eq!(status(&reader, 1), Some(RunStatus::Running));
@@ -440,10 +438,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn records_written_at_once_or_queued_keep_their_order() {
         let (dir, reader) = open_temp();
-        let space = Arc::new(Space::new(dir.path()));
-        let recorder = Arc::new(
-            Recorder::start(Index::open(&dir.path().join(INDEX_FILE)).unwrap(), space).unwrap(),
-        );
+        let recorder = Arc::new(recorder_in(dir.path()));
         let path = dir.path().join(INDEX_FILE);
         let holder = Connection::open(path).unwrap();
         holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
@@ -493,9 +488,7 @@ mod tests {
     #[tokio::test]
     async fn a_single_threaded_caller_writes_its_record_itself() {
         let (dir, reader) = open_temp();
-        let space = Arc::new(Space::new(dir.path()));
-        let recorder =
-            Recorder::start(Index::open(&dir.path().join(INDEX_FILE)).unwrap(), space).unwrap();
+        let recorder = recorder_in(dir.path());
         let at = chrono::Utc::now();
         assert_eq!(
             recorder.record(Record::Start(new_run(1, at))).await,

@@ -222,6 +222,8 @@ mod tests {
         assert_eq!((s.start, s.zombie, s.exiting), (12345, false, false));
         let exiting = line.replace(" 4194304 ", " 4194308 ");
         assert!(parse_stat(42, &exiting).unwrap().exiting);
+        let zombie = parse_stat(42, &line.replace(" S 7 ", " Z 7 ")).unwrap();
+        assert!(zombie.zombie && zombie.ppid == 7);
         assert_eq!(comm_of(line), Some("a) b"));
         assert!(parse_stat(1, "garbage").is_none());
     }

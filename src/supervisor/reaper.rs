@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Instant;
 
+use super::procfs::{Stat, all_processes, own_children, stat};
 use crate::sync::lock;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -160,37 +161,15 @@ pub fn reap_strays() -> usize {
 /// process of the machine), else among every process.
 fn own_zombies() -> Vec<i32> {
     let me = std::process::id();
-    let candidates: Vec<i32> = match super::procfs::own_children() {
-        Some(children) => children
-            .into_iter()
-            .filter_map(|p| i32::try_from(p).ok())
-            .collect(),
-        None => match std::fs::read_dir("/proc") {
-            Ok(entries) => entries
-                .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-                .collect(),
-            Err(_) => return Vec::new(),
-        },
+    let processes: Vec<Stat> = match own_children() {
+        Some(children) => children.into_iter().filter_map(stat).collect(),
+        None => all_processes(),
     };
-    candidates
+    processes
         .into_iter()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| zombie_of(&stat))
-                == Some(me)
-        })
+        .filter(|p| p.zombie && p.ppid == me)
+        .filter_map(|p| i32::try_from(p.pid).ok())
         .collect()
-}
-
-/// The parent of the process whose `/proc/PID/stat` is `stat`, if that process is a zombie.
-/// The command name (2nd field, in parentheses) may hold anything, spaces and `)` included:
-/// the fields after it are found from its last `)`.
-fn zombie_of(stat: &str) -> Option<u32> {
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?;
-    let parent = fields.next()?.parse().ok()?;
-    (state == "Z").then_some(parent)
 }
 
 #[cfg(test)]
@@ -213,13 +192,5 @@ mod tests {
         }
         child.wait().unwrap();
         assert!(!own_zombies().contains(&pid));
-    }
-
-    #[test]
-    fn reads_state_and_parent_after_any_command_name() {
-        assert_eq!(zombie_of("42 (sleep) Z 7 42 42 0 -1"), Some(7));
-        assert_eq!(zombie_of("42 (a) b) Z c) Z 9 1 1"), Some(9));
-        assert_eq!(zombie_of("42 (sleep) S 7 42 42 0 -1"), None);
-        assert_eq!(zombie_of("garbage"), None);
     }
 }

@@ -164,8 +164,7 @@ fn shown_text(s: &Selection) -> String {
 
 /// The lines a segment shows: its first, and a similar run's last.
 fn shown_lines_of(seg: &Segment) -> impl Iterator<Item = &str> {
-    let last = (seg.fold == Fold::Similar).then_some(seg.last.text.as_str());
-    std::iter::once(seg.head.text.as_str()).chain(last)
+    numbered_lines_of(seg).map(|(_, line)| line)
 }
 
 /// Selects head and tail lines; when lines are omitted and some of them look like errors,
@@ -244,7 +243,7 @@ fn shown_kinds(view: &CaptureView<'_>, s: &Selection) -> HashSet<u64> {
         .collect()
 }
 
-/// The lines a segment shows, as [`shown_lines_of`], with their numbers.
+/// The lines a segment shows, with their numbers.
 fn numbered_lines_of(seg: &Segment) -> impl Iterator<Item = (u64, &str)> {
     let last = (seg.fold == Fold::Similar).then(|| (seg.last_line(), seg.last.text.as_str()));
     std::iter::once((seg.first, seg.head.text.as_str())).chain(last)
