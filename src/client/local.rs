@@ -88,8 +88,9 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let limits = Limits::new(args.limits.max_lines, args.limits.max_bytes)?;
     let root = DataDir::locate(args.data_dir.as_deref())?;
     if !args.redact.no_redact {
-        // The preview is redacted once the input ends: the rules compile while it streams.
-        crate::engine::redact::warm_up();
+        // The preview is redacted once the input ends: the prefilter compiles while it
+        // streams, the rules the preview wakes when it is redacted.
+        crate::engine::redact::warm_up(crate::engine::redact::Warm::Prefilter);
     }
     let normaliser = Normaliser::new(NormaliseOptions {
         raw: args.raw,

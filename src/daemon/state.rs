@@ -137,7 +137,7 @@ impl Daemon {
         // Every run's end counts tokens and redacts: the split pattern's and the redaction
         // rules' compilations are better paid now.
         tokens::warm_up();
-        crate::engine::redact::warm_up();
+        crate::engine::redact::warm_up(crate::engine::redact::Warm::EveryRule);
         let cgroups = settings.containment.tree(data_dir.root()).map(Arc::new);
         sweep_interrupted(settings.interrupted, cgroups.clone(), settings.kill_grace);
         Ok(Daemon {

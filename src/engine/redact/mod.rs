@@ -34,7 +34,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::{Regex, RegexBuilder};
 
@@ -135,8 +135,9 @@ type Wake = (usize, usize, usize);
 
 /// The built-in rules compiled once, with the prefilter that decides which of them run.
 struct Compiled {
-    /// One regex per row of [`RULES`] (`None` for the rows that are procedures).
-    regexes: Vec<Option<Regex>>,
+    /// One regex per row of [`RULES`], compiled when the row first runs (never, for the rows
+    /// that are procedures): see [`Warm`].
+    regexes: Vec<OnceLock<Regex>>,
     /// Alternations of the trigger literals, run over the lower-cased text. A few groups of ~18
     /// literals each scan several times faster than one alternation of all of them, whose
     /// SIMD prefilter drowns in candidates.
@@ -153,13 +154,7 @@ fn build(pattern: &str) -> Result<Regex, regex::Error> {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    let regexes = RULES
-        .iter()
-        .map(|rule| match rule.find {
-            Find::Re(p) => Some(build(p).expect("built-in redaction regex compiles")),
-            Find::Keyword(_) | Find::KeyBlock | Find::KubeSecret => None,
-        })
-        .collect();
+    let regexes = RULES.iter().map(|_| OnceLock::new()).collect();
     let mut literals: Vec<&str> = RULES
         .iter()
         .flat_map(|r| r.triggers.iter().copied())
@@ -196,14 +191,47 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     }
 });
 
-/// Compiles the built-in rules on a thread of their own and returns at once (compiling them
-/// takes some 45 M instructions, more than the rest of a preview of a few MiBs): a process that
-/// will redact (the daemon at its start, `spillway truncate` while its input streams) then need
-/// not wait for them at the end. Without a thread, the first redaction compiles them.
-pub fn warm_up() {
+impl Compiled {
+    /// Row `r`'s regex, `pattern`, compiled the first time it is asked for.
+    fn regex(&self, r: usize, pattern: &str) -> &Regex {
+        self.regexes[r].get_or_init(|| build(pattern).expect("built-in redaction regex compiles"))
+    }
+
+    /// Compiles every row's regex now.
+    fn compile_all(&self) {
+        for (r, rule) in RULES.iter().enumerate() {
+            if let Find::Re(pattern) = rule.find {
+                self.regex(r, pattern);
+            }
+        }
+    }
+}
+
+/// What [`warm_up`] compiles ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Warm {
+    /// The prefilter (5 M instructions), and each rule when a text first wakes it: a short-
+    /// lived process that redacts one preview (`spillway truncate`), which most outputs wake
+    /// none or a few of the rules in. Compiling all 42 regexes costs 40 M instructions, as
+    /// much as the rest of a preview of 4 MiB, and took CPU from the stream on a 2-core machine.
+    Prefilter,
+    /// Every rule as well: a process whose redactions may need any of them (the daemon).
+    EveryRule,
+}
+
+/// Compiles the built-in rules (`what` of them) on a thread of their own and returns at once:
+/// a process that will redact (the daemon at its start, `spillway truncate` while its input
+/// streams) then need not wait for them at the end. Without it, the first redaction compiles
+/// the prefilter, and each rule compiles when first woken.
+pub fn warm_up(what: Warm) {
     let _ = std::thread::Builder::new()
         .name("spillway-redaction".into())
-        .spawn(|| LazyLock::force(&COMPILED));
+        .spawn(move || {
+            let compiled = LazyLock::force(&COMPILED);
+            if what == Warm::EveryRule {
+                compiled.compile_all();
+            }
+        });
 }
 
 /// One possible secret: byte span, precedence and kind.
@@ -375,11 +403,12 @@ fn scan_builtin(text: &str, found: &mut Vec<Candidate>) {
                 kind: rule.name,
             });
         };
-        match (&rule.find, &compiled.regexes[r]) {
-            (Find::KeyBlock, _) => key_blocks(text, &mut push),
-            (Find::KubeSecret, _) => kube_secret(text, &mut push),
-            (Find::Keyword(_), _) => {}
-            (Find::Re(_), Some(re)) => {
+        match rule.find {
+            Find::KeyBlock => key_blocks(text, &mut push),
+            Find::KubeSecret => kube_secret(text, &mut push),
+            Find::Keyword(_) => {}
+            Find::Re(pattern) => {
+                let re = compiled.regex(r, pattern);
                 for &(ls, le) in &spans {
                     for caps in re.captures_iter(&text[ls..le]) {
                         let Some(m) = caps.iter().skip(1).flatten().next().or_else(|| caps.get(0))
@@ -392,7 +421,6 @@ fn scan_builtin(text: &str, found: &mut Vec<Candidate>) {
                     }
                 }
             }
-            (Find::Re(_), None) => {}
         }
     }
 }
@@ -789,6 +817,19 @@ mod tests {
                 (kind, line, expected)
             })
             .collect()
+    }
+
+    #[test]
+    fn every_rule_compiles() {
+        COMPILED.compile_all();
+        for (r, rule) in RULES.iter().enumerate() {
+            assert_eq!(
+                COMPILED.regexes[r].get().is_some(),
+                matches!(rule.find, Find::Re(_)),
+                "{}",
+                rule.name
+            );
+        }
     }
 
     #[test]
