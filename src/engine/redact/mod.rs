@@ -210,12 +210,13 @@ impl Compiled {
 /// What [`warm_up`] compiles ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Warm {
-    /// The prefilter (5 M instructions), and each rule when a text first wakes it: a short-
-    /// lived process that redacts one preview (`spillway truncate`), which most outputs wake
-    /// none or a few of the rules in. Compiling all 42 regexes costs 40 M instructions, as
-    /// much as the rest of a preview of 4 MiB, and took CPU from the stream on a 2-core machine.
+    /// The prefilter (5 M instructions); each rule then compiles when a text first wakes it.
+    /// For a process that redacts one short preview (`spillway truncate` of a short input),
+    /// whose text wakes none or a few of the rules: compiling all 42 regexes costs 40 M
+    /// instructions, more than the rest of such a run, and took CPU from its stream.
     Prefilter,
-    /// Every rule as well: a process whose redactions may need any of them (the daemon).
+    /// Every rule as well: a process whose redactions may need any of them (the daemon, or
+    /// `spillway truncate` once its input is long enough to fold into templates).
     EveryRule,
 }
 
