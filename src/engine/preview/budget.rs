@@ -50,6 +50,27 @@ impl Budget {
         (over != Over::default()).then_some(over)
     }
 
+    /// The larger share of its line or byte limit `text` takes.
+    pub(super) fn share(&self, text: &str) -> f64 {
+        let share = |used: usize, of: usize| used as f64 / of.max(1) as f64;
+        share(text.lines().count(), self.lines).max(share(text.len(), self.bytes))
+    }
+
+    /// This budget in the parts `over` went over, `bigger`'s in the others: a text within a
+    /// part says nothing against a bigger one (a smaller budget elsewhere can drop a highlight
+    /// and its notice line, and leave lines to spare).
+    pub(super) fn where_over(&self, over: Over, bigger: &Budget) -> Budget {
+        let pick = |part: usize, over: usize, bigger: usize| if over > 0 { part } else { bigger };
+        Budget {
+            lines: pick(self.lines, over.lines, bigger.lines),
+            bytes: pick(self.bytes, over.bytes, bigger.bytes),
+            tokens: match (self.tokens, bigger.tokens) {
+                (Some(n), Some(b)) => Some(pick(n, over.tokens, b)),
+                (tokens, _) => tokens,
+            },
+        }
+    }
+
     /// This budget less `over`; `None` when that would leave a part under `floor`'s, or
     /// changes nothing.
     pub(super) fn less(&self, over: Over, floor: &Budget) -> Option<Budget> {

@@ -18,6 +18,13 @@
 mod budget;
 mod compact;
 mod lines;
+/// How much of the output a cut preview within `limits` gives: the output's lines it shows
+/// whole, then the larger share of a limit its text takes.
+fn fullness(preview: &Preview, limits: &Budget) -> (u64, f64) {
+    let lines = preview.shown.iter().map(|r| r.last + 1 - r.first).sum();
+    (lines, limits.share(&preview.content))
+}
+
 #[cfg(test)]
 mod long_line_tests;
 #[cfg(test)]
@@ -299,22 +306,28 @@ impl Preview {
             let tried = Self::cut(view, direction, steps, offset, budget, max_tokens, named);
             let Some(over) = limits.over(&tried.0.content) else {
                 // A shrink past what was needed (the notice shortened as lines went) is won
-                // back by bisection towards the smallest budget known to be too big.
+                // back by bisection towards the smallest budget known to be too big. A bigger
+                // budget can give a shorter text (a highlight and its notice line come or go
+                // with what the ends show): the text kept is the one that shows the most of
+                // the output's lines, then the fullest.
                 let (mut fits, mut fit) = (tried, budget);
                 for _ in 0..3 {
                     let Some(mid) = fit.towards(&too_big) else {
                         break;
                     };
                     let tried = Self::cut(view, direction, steps, offset, mid, max_tokens, named);
-                    if limits.over(&tried.0.content).is_some() {
-                        too_big = mid;
-                    } else {
-                        (fits, fit) = (tried, mid);
+                    if let Some(over) = limits.over(&tried.0.content) {
+                        too_big = mid.where_over(over, &too_big);
+                        continue;
+                    }
+                    fit = mid;
+                    if fullness(&tried.0, &limits) >= fullness(&fits.0, &limits) {
+                        fits = tried;
                     }
                 }
                 return Self::with_folds(fits);
             };
-            too_big = budget;
+            too_big = budget.where_over(over, &too_big);
             next = budget.less(over.times(if attempt < 1 { 1 } else { 2 }), &limits.least());
         }
         // The limits are too small for the preview's own lines to come out of them: the
