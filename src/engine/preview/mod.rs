@@ -18,13 +18,6 @@
 mod budget;
 mod compact;
 mod lines;
-/// How much of the output a cut preview within `limits` gives: the output's lines it shows
-/// whole, then the larger share of a limit its text takes.
-fn fullness(preview: &Preview, limits: &Budget) -> (u64, f64) {
-    let lines = preview.shown.iter().map(|r| r.last + 1 - r.first).sum();
-    (lines, limits.share(&preview.content))
-}
-
 #[cfg(test)]
 mod long_line_tests;
 #[cfg(test)]
@@ -475,6 +468,13 @@ enum Named {
     /// The output is within every limit, but its folded text with the notice was not: that
     /// limit.
     Over(LimitKind),
+}
+
+/// How much of the output a cut preview within `limits` gives: the output's lines it shows
+/// whole, then the larger share of a limit its text takes.
+fn fullness(preview: &Preview, limits: &Budget) -> (u64, f64) {
+    let lines = preview.shown.iter().map(|r| r.last + 1 - r.first).sum();
+    (lines, limits.share(&preview.content))
 }
 
 #[cfg(test)]
