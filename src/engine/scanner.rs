@@ -6,8 +6,9 @@
 //! which of its lines the highlighter counted, so a preview's counts of what it omits are
 //! exact. The search for the highlighter's candidate lines, about half the work, and the
 //! shapes of the lines over an output's first MiBs, need nothing but the text: the capture's
-//! thread finds them for each batch it hands the writer ([`SharedScanner::found_in`]), which
-//! keeps the two threads about even.
+//! thread finds them for a batch it hands the writer while the writer is still busy with the
+//! one before, and leaves them to the writer when it waits, so whichever thread has the time
+//! does that work.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,12 +40,10 @@ struct Shared {
     patterns: Option<Patterns>,
     /// Bytes of the pieces [`SharedScanner::found_in`] was given: where the next one starts.
     found_to: AtomicU64,
-    /// Pieces it was given.
-    pieces: AtomicU64,
 }
 
-/// What the capture's thread found in a piece before the writer scans it: its candidate lines
-/// and, over the output's first MiBs, its lines' shapes.
+/// What was found in a piece before it is scanned (on the capture's thread, or on the writer's
+/// just before): its candidate lines and, over the output's first MiBs, its lines' shapes.
 #[derive(Debug)]
 pub struct Found {
     lines: CandidateLines,
@@ -65,28 +64,34 @@ impl SharedScanner {
             scanner: Mutex::new(scanner),
             patterns,
             found_to: AtomicU64::new(0),
-            pieces: AtomicU64::new(0),
         }))
     }
 
     /// What can be found in `text`, the next piece of output, without the lock, on the
-    /// caller's thread, for [`SharedScanner::write_found`] (nothing when highlights are off):
-    /// its candidate lines, and its lines' shapes for every other piece, which shares that
-    /// work evenly between the capture's thread and the writer's (measured: all of it on either
-    /// left that one the slower).
+    /// caller's thread, for [`SharedScanner::write_found`] (nothing when highlights are off).
     pub fn found_in(&self, text: &str) -> Option<Found> {
+        let piece = self.piece(text)?;
+        self.find(piece, text)
+    }
+
+    /// Where `text`, the next piece of output, sits in the output: the one part of what
+    /// [`SharedScanner::found_in`] finds that depends on the pieces before it, so taken in
+    /// output order, while the finding itself may wait for another thread (`None` when
+    /// highlights are off).
+    fn piece(&self, text: &str) -> Option<Piece> {
         let at = self
             .0
             .found_to
             .fetch_add(text.len() as u64, Ordering::Relaxed);
-        let even = self
-            .0
-            .pieces
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(2);
-        self.0.patterns.as_ref().map(|p| Found {
-            lines: p.candidate_lines(text),
-            shapes: even.then(|| LineShapes::of(text, at)).flatten(),
+        self.0.patterns.as_ref().map(|_| Piece { at })
+    }
+
+    /// What [`SharedScanner::found_in`] finds in `text`, the piece `piece` says where it sits.
+    fn find(&self, piece: Piece, text: &str) -> Option<Found> {
+        let patterns = self.0.patterns.as_ref()?;
+        Some(Found {
+            lines: patterns.candidate_lines(text),
+            shapes: LineShapes::of(text, piece.at),
         })
     }
 
@@ -136,15 +141,104 @@ impl SharedScanner {
     }
 }
 
+/// A piece of output whose candidate lines and shapes are still to be found, by whichever
+/// thread has the time.
+#[derive(Debug)]
+struct Piece {
+    /// Where the piece starts in the output.
+    at: u64,
+}
+
+/// What [`TextReader::prepare`] made of a piece: what was found in it, or where it sits, for
+/// the writer's thread to find the rest.
+#[derive(Debug)]
+enum Prepare {
+    Found(Found),
+    Later(Piece),
+}
+
 /// The spill's writer thread hands the scanner each piece of output as it writes it, with its
-/// candidate lines found on the capture's thread.
+/// candidate lines found on the capture's thread when the writer was busy, else found there.
 impl TextReader for SharedScanner {
-    fn prepare(&self, text: &str) -> Option<Prepared> {
-        self.found_in(text).map(|found| Box::new(found) as Prepared)
+    fn prepare(&self, text: &str, here: bool) -> Option<Prepared> {
+        let piece = self.piece(text)?;
+        let prepared = if here {
+            Prepare::Found(self.find(piece, text)?)
+        } else {
+            Prepare::Later(piece)
+        };
+        Some(Box::new(prepared))
     }
 
     fn read(&self, text: &str, newlines: u64, prepared: Option<Prepared>) {
-        let found = prepared.and_then(|p| p.downcast::<Found>().ok());
-        self.write_found(text, newlines, found.as_deref());
+        let found = match prepared.and_then(|p| p.downcast::<Prepare>().ok()) {
+            Some(prepared) => match *prepared {
+                Prepare::Found(found) => Some(found),
+                Prepare::Later(piece) => self.find(piece, text),
+            },
+            None => None,
+        };
+        self.write_found(text, newlines, found.as_ref());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::engine::normalise::count_newlines;
+
+    /// What a scanner made of `pieces`, each prepared on the sender's thread or left to the
+    /// reader as `here` says (in turn), every piece prepared before the one ahead of it is read,
+    /// as a sender does while the writer is busy.
+    fn scanned(pieces: &[String], here: &[bool]) -> String {
+        let scanner = SharedScanner::new(Some(Patterns::defaults()), 12, 600);
+        let mut ahead = None;
+        for (piece, &here) in pieces.iter().zip(here.iter().cycle()) {
+            let prepared = scanner.prepare(piece, here);
+            if let Some((text, prepared)) = ahead.replace((piece, prepared)) {
+                scanner.read(text, count_newlines(text), prepared);
+            }
+        }
+        if let Some((text, prepared)) = ahead {
+            scanner.read(text, count_newlines(text), prepared);
+        }
+        scanner.finish();
+        format!("{:?}", scanner.snapshot())
+    }
+
+    fn line() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => "[a-z]{1,8} [0-9]{1,4} (ok|done)",
+            1 => "error: [a-z ]{1,12}",
+            1 => "  [a-z]{1,6}\\.py:[0-9]{1,3}: [A-Z][a-z]{2,8}Error",
+            1 => "WARNING: [A-Z ]{3,12}",
+        ]
+    }
+
+    proptest! {
+        /// Whether a piece's candidate lines and shapes were found on the sender's thread or
+        /// on the writer's changes nothing the scanner makes of the output: it is what the
+        /// scanner makes of the pieces written to it one by one.
+        #[test]
+        fn where_a_piece_is_prepared_changes_nothing(
+            lines in prop::collection::vec(line(), 0..60),
+            size in 1usize..200,
+            here in prop::collection::vec(any::<bool>(), 1..6),
+        ) {
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            let pieces: Vec<String> = text
+                .as_bytes()
+                .chunks(size)
+                .map(|c| String::from_utf8(c.to_vec()).expect("ASCII"))
+                .collect();
+            let written = SharedScanner::new(Some(Patterns::defaults()), 12, 600);
+            for piece in &pieces {
+                written.write(piece, count_newlines(piece));
+            }
+            written.finish();
+            prop_assert_eq!(scanned(&pieces, &here), format!("{:?}", written.snapshot()));
+        }
     }
 }

@@ -378,7 +378,8 @@ impl SpillFile {
         match &self.queue {
             Some(queue) => {
                 let scan_only = self.closed;
-                let prepared = scanner.as_ref().and_then(|s| s.prepare(&text));
+                let here = self.writer_is_busy(text.len());
+                let prepared = scanner.as_ref().and_then(|s| s.prepare(&text, here));
                 let _ = queue.send(Batch {
                     text,
                     newlines,
@@ -393,6 +394,15 @@ impl SpillFile {
                 }
             }
         }
+    }
+
+    /// Whether the writer is still at a batch before the one of `len` bytes about to go to it
+    /// (the last bytes accepted): then the scanner's work that needs only the text is better
+    /// done on this thread, which would otherwise wait for the queue; while the writer waits
+    /// for this batch, on the writer's.
+    fn writer_is_busy(&self, len: usize) -> bool {
+        let before = self.accepted.saturating_sub(len as u64);
+        crate::sync::lock(&self.shared.0).handled < before
     }
 
     /// Waits until everything written so far is in the file (or has failed), and updates

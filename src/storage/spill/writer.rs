@@ -14,10 +14,15 @@ use crate::storage::space;
 /// looks for highlights and folds the output): work over every byte of the output happens
 /// there, off the capture's path, and storage needs to know nothing of what that work is.
 pub trait TextReader: Send + Sync + std::fmt::Debug {
-    /// Work on `text` that needs nothing but the text, done on the sender's thread before the
-    /// batch goes to the writer: the writer thread, which also copies every byte into the page
-    /// cache, has less time to spare than the capture's, and this keeps the two about even.
-    fn prepare(&self, text: &str) -> Option<Prepared>;
+    /// Work on `text` that needs nothing but the text, made ready on the sender's thread before
+    /// the batch goes to the writer: done there when `here` (the writer is busy with an earlier
+    /// batch, so the sender would only wait), else left for [`read`] on the writer's thread (the
+    /// writer waits for this batch). Either way [`read`] sees the same, and whichever thread has
+    /// the time does the work: the writer thread also copies every byte into the page cache,
+    /// and a fixed share of the work left one of the two the slower.
+    ///
+    /// [`read`]: TextReader::read
+    fn prepare(&self, text: &str, here: bool) -> Option<Prepared>;
     /// The next piece of the output, holding `newlines` newlines, with what [`prepare`] made
     /// of it.
     ///
