@@ -134,10 +134,12 @@ impl Daemon {
         records: Index,
         settings: Settings,
     ) -> std::io::Result<Self> {
-        // Every run's end counts tokens and redacts: the split pattern's and the redaction
-        // rules' compilations are better paid now.
+        // Every run's end counts tokens and redacts, and most runs' output holds a line the
+        // highlight patterns try: the split pattern's, the redaction rules' and the highlight
+        // patterns' compilations are better paid now.
         tokens::warm_up();
         crate::engine::redact::warm_up(crate::engine::redact::Warm::EveryRule);
+        crate::engine::highlight::Patterns::defaults().compile_now();
         let cgroups = settings.containment.tree(data_dir.root()).map(Arc::new);
         sweep_interrupted(settings.interrupted, cgroups.clone(), settings.kill_grace);
         Ok(Daemon {

@@ -2,7 +2,7 @@
 //! runners, sanitizers and logs, and a user's own; a SIMD search for their literals finds the
 //! lines worth trying, and a log level confirms a log line without the whole set.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, MatchKind, Span, packed};
 use memchr::memmem;
@@ -227,67 +227,8 @@ impl Prefilter {
     }
 }
 
-/// Cap on each thread's lazy-DFA cache for the patterns: every run's reader thread gets its
-/// own, and the default (a few MiB) times 32 runs in flight would dominate the daemon's memory.
-pub(super) const DFA_CACHE_BYTES: usize = 256 * 1024;
-
-/// Most memory one user highlight pattern may compile to, as for `grep` patterns: a hostile
-/// `--highlight` cannot take the daemon's memory (the regex crate's default is 10 MiB).
-pub(super) const PATTERN_SIZE_LIMIT: usize = 4 << 20;
-
-/// Which patterns to look for.
-#[derive(Debug, Clone)]
-pub struct Patterns {
-    pub(super) any: Regex,
-    /// The [`Prefilter`], when only the default patterns are in use.
-    pub(super) prefilter: Option<Prefilter>,
-    /// The restatements matched on a whole line, and those [`after_prefix`] moves past a
-    /// line's prefix, matched as written on the line after it ([`strip_line_prefix`]).
-    pub(super) weak: RegexSet,
-    pub(super) weak_after_prefix: RegexSet,
-    pub(super) extra: RegexSet,
-    pub(super) continuation: Regex,
-    pub(super) frame: Regex,
-}
-
-/// A pattern given by the user that is not a valid regular expression.
-#[derive(Debug, thiserror::Error)]
-#[error("bad highlight pattern {pattern:?}: {reason}")]
-pub struct BadPattern {
-    pub(super) pattern: String,
-    pub(super) reason: String,
-}
-
-impl Patterns {
-    /// The default patterns, compiled once per process (compiling them costs milliseconds,
-    /// too much for every run).
-    pub fn defaults() -> Patterns {
-        static DEFAULT: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
-        DEFAULT
-            .get_or_init(|| Patterns::new(&[]).expect("the default highlight patterns are valid"))
-            .clone()
-    }
-
-    /// The defaults when `extra` is empty, else the default patterns plus `extra`.
-    pub fn with_extra(extra: &[String]) -> Result<Patterns, BadPattern> {
-        if extra.is_empty() {
-            Ok(Patterns::defaults())
-        } else {
-            Patterns::new(extra)
-        }
-    }
-
-    /// The default patterns, plus `extra` (the user's `--highlight`), which count as strong.
-    pub fn new(extra: &[String]) -> Result<Patterns, BadPattern> {
-        for pattern in extra {
-            RegexBuilder::new(pattern)
-                .size_limit(PATTERN_SIZE_LIMIT)
-                .build()
-                .map_err(|e| BadPattern {
-                    pattern: pattern.clone(),
-                    reason: e.to_string(),
-                })?;
-        }
+impl Compiled {
+    fn new(extra: &[String]) -> Result<Compiled, BadPattern> {
         let all: Vec<String> = STRONG
             .iter()
             .chain(WEAK)
@@ -312,10 +253,8 @@ impl Patterns {
         let (after, whole): (Vec<&str>, Vec<&str>) =
             WEAK.iter().partition(|p| after_prefix(p) != **p);
         let as_strings = |p: &[&str]| p.iter().map(|p| p.to_string()).collect::<Vec<_>>();
-        Ok(Patterns {
+        Ok(Compiled {
             any,
-            // A user's pattern may need none of the literals: then every line is tried.
-            prefilter: extra.is_empty().then(Prefilter::new),
             weak: build(&as_strings(&whole))?,
             weak_after_prefix: build(&as_strings(&after))?,
             extra: build(extra)?,
@@ -323,11 +262,111 @@ impl Patterns {
             frame: Regex::new(FRAME).expect("the frame pattern is valid"),
         })
     }
+}
+
+/// Cap on each thread's lazy-DFA cache for the patterns: every run's reader thread gets its
+/// own, and the default (a few MiB) times 32 runs in flight would dominate the daemon's memory.
+pub(super) const DFA_CACHE_BYTES: usize = 256 * 1024;
+
+/// Most memory one user highlight pattern may compile to, as for `grep` patterns: a hostile
+/// `--highlight` cannot take the daemon's memory (the regex crate's default is 10 MiB).
+pub(super) const PATTERN_SIZE_LIMIT: usize = 4 << 20;
+
+/// Which patterns to look for.
+#[derive(Debug, Clone)]
+pub struct Patterns {
+    /// The [`Prefilter`], when only the default patterns are in use.
+    pub(super) prefilter: Option<Prefilter>,
+    /// The user's patterns (`--highlight`).
+    extra: Arc<[String]>,
+    /// The regexes, compiled when a line first needs them: most outputs `spillway truncate`
+    /// is given hold no candidate line, and compiling the default patterns was most of what
+    /// truncating one line cost (12 M of its 15 M instructions). Shared by the clones.
+    compiled: Arc<OnceLock<Compiled>>,
+}
+
+/// The regexes of a [`Patterns`].
+#[derive(Debug)]
+pub(super) struct Compiled {
+    pub(super) any: Regex,
+    /// The restatements matched on a whole line, and those [`after_prefix`] moves past a
+    /// line's prefix, matched as written on the line after it ([`strip_line_prefix`]).
+    pub(super) weak: RegexSet,
+    pub(super) weak_after_prefix: RegexSet,
+    pub(super) extra: RegexSet,
+    pub(super) continuation: Regex,
+    pub(super) frame: Regex,
+}
+
+/// A pattern given by the user that is not a valid regular expression.
+#[derive(Debug, thiserror::Error)]
+#[error("bad highlight pattern {pattern:?}: {reason}")]
+pub struct BadPattern {
+    pub(super) pattern: String,
+    pub(super) reason: String,
+}
+
+impl Patterns {
+    /// The default patterns, made once per process, their regexes compiled once when first
+    /// needed (compiling them costs milliseconds, too much for every run).
+    pub fn defaults() -> Patterns {
+        static DEFAULT: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
+        DEFAULT
+            .get_or_init(|| Patterns::new(&[]).expect("the default highlight patterns are valid"))
+            .clone()
+    }
+
+    /// The defaults when `extra` is empty, else the default patterns plus `extra`.
+    pub fn with_extra(extra: &[String]) -> Result<Patterns, BadPattern> {
+        if extra.is_empty() {
+            Ok(Patterns::defaults())
+        } else {
+            Patterns::new(extra)
+        }
+    }
+
+    /// The default patterns, plus `extra` (the user's `--highlight`), which count as strong.
+    /// The user's are compiled now, so that a bad one is told at once; the defaults alone,
+    /// which a test compiles, when first needed.
+    pub fn new(extra: &[String]) -> Result<Patterns, BadPattern> {
+        for pattern in extra {
+            RegexBuilder::new(pattern)
+                .size_limit(PATTERN_SIZE_LIMIT)
+                .build()
+                .map_err(|e| BadPattern {
+                    pattern: pattern.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        let compiled = OnceLock::new();
+        if !extra.is_empty() {
+            let _ = compiled.set(Compiled::new(extra)?);
+        }
+        Ok(Patterns {
+            // A user's pattern may need none of the literals: then every line is tried.
+            prefilter: extra.is_empty().then(Prefilter::new),
+            extra: extra.into(),
+            compiled: Arc::new(compiled),
+        })
+    }
+
+    /// The regexes, compiled by the first caller.
+    pub(super) fn compiled(&self) -> &Compiled {
+        self.compiled.get_or_init(|| {
+            Compiled::new(&self.extra).expect("the patterns were checked when they were made")
+        })
+    }
+
+    /// Compiles the regexes now, where a process (the daemon, at its start) would rather not
+    /// pay for them at the first line that needs them.
+    pub fn compile_now(&self) {
+        self.compiled();
+    }
 
     /// Whether `line` (one line, no newline needed) looks like an error.
     pub fn is_match(&self, line: &str) -> bool {
         let line = line.strip_suffix('\n').unwrap_or(line);
-        (self.prefilter.is_some() && has_log_level(line)) || self.any.is_match(line)
+        (self.prefilter.is_some() && has_log_level(line)) || self.compiled().any.is_match(line)
     }
 
     /// The lines of `text` (up to its last newline) worth trying against the patterns, in
@@ -365,6 +404,7 @@ impl Patterns {
                 return None;
             }
             return self
+                .compiled()
                 .any
                 .find_at(text, from)
                 .map(|m| (line_start(m.start()), m.start()));
@@ -387,13 +427,14 @@ impl Patterns {
     pub(super) fn matches(&self, line: &str, hit: usize) -> bool {
         let confirmed =
             self.prefilter.is_some() && (log_level_at(line.as_bytes(), hit) || has_log_level(line));
-        confirmed || self.any.is_match(line)
+        confirmed || self.compiled().any.is_match(line)
     }
 
     pub(super) fn is_weak(&self, line: &str) -> bool {
-        let weak =
-            self.weak.is_match(line) || self.weak_after_prefix.is_match(strip_line_prefix(line));
-        weak && !self.extra.is_match(line)
+        let compiled = self.compiled();
+        let weak = compiled.weak.is_match(line)
+            || compiled.weak_after_prefix.is_match(strip_line_prefix(line));
+        weak && !compiled.extra.is_match(line)
     }
 }
 
@@ -445,6 +486,30 @@ fn is_word_at(line: &[u8], start: usize, end: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_regexes_compile_once_when_first_needed_and_a_bad_user_pattern_is_told_at_once() {
+        let patterns = Patterns::new(&[]).expect("the defaults are valid");
+        assert!(
+            patterns.compiled.get().is_none(),
+            "compiled before any line needed it"
+        );
+        let clone = patterns.clone();
+        assert!(clone.is_match("error: linking failed"));
+        assert!(
+            patterns.compiled.get().is_some(),
+            "a clone compiled its own"
+        );
+        assert!(patterns.is_weak("make: *** [all] Error 2"));
+        let mine = Patterns::new(&["^boom".to_string()]).expect("valid");
+        assert!(
+            mine.compiled.get().is_some(),
+            "a user's patterns are compiled at once"
+        );
+        assert!(mine.is_match("boom goes the build"));
+        let bad = Patterns::new(&["(unclosed".to_string()]).expect_err("invalid");
+        assert_eq!(bad.pattern, "(unclosed");
+    }
 
     fn prefixed_line() -> impl proptest::strategy::Strategy<Value = String> {
         use proptest::prelude::*;
