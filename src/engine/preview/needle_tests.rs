@@ -224,3 +224,20 @@ fn a_surprising_needle_comes_before_a_restatement_when_room_is_short() {
     let p = preview(&text, 50, 2048);
     assert!(p.content.contains("not ok 1500 - t1500\n"), "{}", p.content);
 }
+
+/// Under a budget of a few lines, the highlights' fifth of it was no line at all: the tail
+/// showed routine lines while the error waited, omitted, with lines to spare.
+#[test]
+fn a_few_lines_of_budget_show_the_error_before_routine_lines() {
+    let mut text = String::from("\nerror[E0308]: mismatched types\n  --> src/a.rs:1:2\n\r\n\r\n ");
+    text.extend((0..8).map(|i| format!("Downloading step {i} of 8\n")));
+    text.push(' ');
+    let p = preview_in(&text, 13, 777, Direction::Tail);
+    assert!(
+        p.content.contains("error[E0308]: mismatched types"),
+        "{}",
+        p.content
+    );
+    assert!(p.content.lines().count() <= 13, "{}", p.content);
+    assert!(p.shown.last().is_some_and(|r| r.last == p.total_lines));
+}

@@ -201,7 +201,7 @@ fn select_ends_and_highlights(
     let chosen = choose_highlights(
         &view.findings,
         &omitted,
-        max_lines / HIGHLIGHT_SHARE,
+        highlight_lines(max_lines),
         max_bytes / HIGHLIGHT_SHARE,
         &shown_kinds(view, &first),
         view.outcome,
@@ -220,7 +220,11 @@ fn select_ends_and_highlights(
         max_lines - lines as usize,
         max_bytes - bytes,
     );
-    if selection.partial().is_some() && first.partial().is_none() {
+    // The ends' smaller share must not cost them a partial line or an end they showed: the
+    // first and last lines say where the output starts and how it ended.
+    let lost_an_end = (first.head_end() > 0 && selection.head_end() == 0)
+        || (first.tail_start(total) <= total && selection.tail_start(total) > total);
+    if lost_an_end || (selection.partial().is_some() && first.partial().is_none()) {
         return first;
     }
     let still_omitted = (selection.head_end() + 1)..=(selection.tail_start(total) - 1);
@@ -229,6 +233,13 @@ fn select_ends_and_highlights(
         .filter(|h| still_omitted.contains(&h.first) && still_omitted.contains(&h.last))
         .collect();
     selection
+}
+
+/// The lines the highlights may take out of `max_lines`: [`HIGHLIGHT_SHARE`] of them, and at
+/// least one where the ends keep one too. Under five lines the share alone was none, and the
+/// ends showed routine lines while a line that looks like the cause waited.
+fn highlight_lines(max_lines: usize) -> usize {
+    (max_lines / HIGHLIGHT_SHARE).max(usize::from(max_lines > 1))
 }
 
 /// The kinds of the candidate lines a selection shows.
