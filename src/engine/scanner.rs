@@ -171,13 +171,11 @@ impl TextReader for SharedScanner {
     }
 
     fn read(&self, text: &str, newlines: u64, prepared: Option<Prepared>) {
-        let found = match prepared.and_then(|p| p.downcast::<Prepare>().ok()) {
-            Some(prepared) => match *prepared {
-                Prepare::Found(found) => Some(found),
-                Prepare::Later(piece) => self.find(piece, text),
-            },
-            None => None,
-        };
+        let prepared = prepared.and_then(|p| p.downcast::<Prepare>().ok());
+        let found = prepared.and_then(|p| match *p {
+            Prepare::Found(found) => Some(found),
+            Prepare::Later(piece) => self.find(piece, text),
+        });
         self.write_found(text, newlines, found.as_ref());
     }
 }
