@@ -10,7 +10,7 @@
 //! one before, and leaves them to the writer when it waits, so whichever thread has the time
 //! does that work.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::highlight::{CandidateLines, Findings, Highlighter, LineShapes, Patterns};
@@ -40,6 +40,9 @@ struct Shared {
     patterns: Option<Patterns>,
     /// Bytes of the pieces [`SharedScanner::found_in`] was given: where the next one starts.
     found_to: AtomicU64,
+    /// Whether lines' shapes are still wanted ([`Highlighter::wants_shapes`] as the scan last
+    /// left it): a piece prepared after it turns false is not shaped for nothing.
+    shapes_wanted: AtomicBool,
 }
 
 /// What was found in a piece before it is scanned (on the capture's thread, or on the writer's
@@ -64,6 +67,7 @@ impl SharedScanner {
             scanner: Mutex::new(scanner),
             patterns,
             found_to: AtomicU64::new(0),
+            shapes_wanted: AtomicBool::new(true),
         }))
     }
 
@@ -89,9 +93,10 @@ impl SharedScanner {
     /// What [`SharedScanner::found_in`] finds in `text`, the piece `piece` says where it sits.
     fn find(&self, piece: Piece, text: &str) -> Option<Found> {
         let patterns = self.0.patterns.as_ref()?;
+        let wanted = self.0.shapes_wanted.load(Ordering::Relaxed);
         Some(Found {
             lines: patterns.candidate_lines(text),
-            shapes: LineShapes::of(text, piece.at),
+            shapes: wanted.then(|| LineShapes::of(text, piece.at)).flatten(),
         })
     }
 
@@ -111,6 +116,9 @@ impl SharedScanner {
                 None => h.write(text, newlines),
             }
             h.take_found(&mut s.lines);
+            if !h.wants_shapes() {
+                self.0.shapes_wanted.store(false, Ordering::Relaxed);
+            }
         }
         s.outline.write(text, &s.lines);
         s.lines.clear();
@@ -204,6 +212,34 @@ mod tests {
         }
         scanner.finish();
         format!("{:?}", scanner.snapshot())
+    }
+
+    #[test]
+    fn pieces_are_not_shaped_once_the_shapes_are_no_longer_counted() {
+        let scanner = SharedScanner::new(Some(Patterns::defaults()), 12, 600);
+        let shaped = |scanner: &SharedScanner| {
+            let found = scanner
+                .found_in("one more line\n")
+                .expect("highlights are on");
+            found.shapes.is_some()
+        };
+        assert!(shaped(&scanner));
+        // Distinct lines (no crowd of alike ones, no digits) past the first MiB, long enough
+        // not to fill the shapes' table.
+        let mut written = 0;
+        for i in 0u64.. {
+            let word: String = format!("{i:x}")
+                .chars()
+                .map(|c| char::from(b'g' + c.to_digit(16).unwrap() as u8))
+                .collect();
+            let piece = format!("message {word} arrived{}\n", " and was read".repeat(12));
+            scanner.write(&piece, 1);
+            written += piece.len();
+            if written > 2 << 20 {
+                break;
+            }
+        }
+        assert!(!shaped(&scanner));
     }
 
     fn line() -> impl Strategy<Value = String> {

@@ -217,6 +217,12 @@ impl Highlighter {
         self.extend_carry(&rest[complete..]);
     }
 
+    /// Whether the [`LineShapes`] of the pieces to come are still of use: lines' shapes are
+    /// counted over an output's first MiBs, past its first only among a crowd of alike lines.
+    pub fn wants_shapes(&self) -> bool {
+        self.surprise.counts_shapes()
+    }
+
     /// Ends the stream: a last line without a newline is a line. Returns whether it is a
     /// candidate.
     pub fn finish(&mut self) -> bool {

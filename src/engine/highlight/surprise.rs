@@ -43,6 +43,14 @@ const CONTEXT_LINE_BYTES: usize = 512;
 /// the capture's full speed, its needles then found by the patterns alone.
 pub(super) const MAX_BYTES: u64 = 4 << 20;
 
+/// Output past which shapes go on being counted only in a crowd: when fewer than one line in
+/// [`CROWD_SHARE`] so far came with a frequent shape (a log of distinct messages, a test run
+/// whose lines each name a different test), no line of it has frequent neighbours, so none is
+/// a needle by surprise, and an output like that rarely turns into a crowd later: the rest
+/// of it goes at the capture's full speed, its needles then found by the patterns alone.
+const CROWD_AFTER: u64 = 1 << 20;
+const CROWD_SHARE: u64 = 16;
+
 /// The shapes of the lines a piece of output ends, the first as if it began the piece: the
 /// part of [`Surprise::write`]'s work that needs nothing but the text, so the capture's thread
 /// can do it while the writer's is busy (over an output's first MiBs the shapes cost the
@@ -122,6 +130,19 @@ pub(super) struct Surprise {
     in_key_block: bool,
     /// Bytes of output taken, up to [`MAX_BYTES`].
     taken: u64,
+    /// Lines whose shape was frequent when they ended: the crowd [`CROWD_AFTER`] looks for.
+    routine: u64,
+    /// Where the output is read at the check for a crowd: not yet there, there and a crowd
+    /// was found, or there and none was (shapes are no longer counted).
+    crowd: Crowd,
+}
+
+/// The check for a crowd of frequent lines at [`CROWD_AFTER`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Crowd {
+    NotYet,
+    Found,
+    None,
 }
 
 impl Surprise {
@@ -136,7 +157,15 @@ impl Surprise {
             stale: false,
             in_key_block: false,
             taken: 0,
+            routine: 0,
+            crowd: Crowd::NotYet,
         }
+    }
+
+    /// Whether lines' shapes are still counted: [`LineShapes`] of the pieces to come are
+    /// wanted only while this holds.
+    pub(super) fn counts_shapes(&self) -> bool {
+        self.taken < MAX_BYTES && self.crowd != Crowd::None
     }
 
     /// Takes the next piece of output. `carry` is the start of the line in progress before
@@ -149,9 +178,10 @@ impl Surprise {
         cut: bool,
         shapes: Option<&LineShapes>,
     ) {
-        if self.taken >= MAX_BYTES {
+        if !self.counts_shapes() {
             return;
         }
+        let at = self.taken;
         self.taken += text.len() as u64;
         let bytes = text.as_bytes();
         let mut start = 0;
@@ -171,6 +201,12 @@ impl Surprise {
                 (None, line) => line.map_or(LONG, shape_of),
             };
             let offered = self.line_ended(line.as_deref(), shape, before);
+            if self.crowd == Crowd::NotYet && at + end as u64 >= CROWD_AFTER {
+                self.check_crowd();
+                if self.crowd == Crowd::None {
+                    return;
+                }
+            }
             before = match line.filter(|_| offered) {
                 Some(Cow::Borrowed(line)) => Before::Here(Some((line, shape))),
                 // Begun in an earlier piece: kept now, as the line before the next.
@@ -189,7 +225,7 @@ impl Surprise {
 
     /// Ends the output: a last line without a newline is a line.
     pub(super) fn finish(&mut self, carry: &str, cut: bool) {
-        if self.taken < MAX_BYTES && (!carry.is_empty() || cut) {
+        if self.counts_shapes() && (!carry.is_empty() || cut) {
             let shape = if cut { LONG } else { shape_of(carry) };
             let _ = self.line_ended((!cut).then_some(carry), shape, Before::Earlier);
         }
@@ -200,7 +236,11 @@ impl Surprise {
     fn line_ended(&mut self, line: Option<&str>, shape: u64, before: Before<'_>) -> bool {
         self.ended += 1;
         let number = self.ended;
-        let new = self.count(shape) == 0;
+        let seen = self.count(shape);
+        let new = seen == 0;
+        if seen >= FREQUENT - 1 {
+            self.routine += 1;
+        }
         self.bump(shape);
         // A key block's lines are rare by nature; none is offered, as a needle or its context.
         let line = line.filter(|line| !self.armoured(line));
@@ -217,6 +257,16 @@ impl Surprise {
         self.recent.rotate_left(1);
         self.recent[AROUND - 1] = shape;
         line.is_some()
+    }
+
+    /// Looks for a crowd at [`CROWD_AFTER`]: found, shapes go on being counted to
+    /// [`MAX_BYTES`]; else no longer. The lines held so far stay, judged by the counts so far.
+    fn check_crowd(&mut self) {
+        self.crowd = if self.routine * CROWD_SHARE >= self.ended {
+            Crowd::Found
+        } else {
+            Crowd::None
+        };
     }
 
     /// Whether `line` belongs to a PEM key block (`-----BEGIN ...` to `-----END ...`),
@@ -505,6 +555,69 @@ mod tests {
             needles(&late, 1 << 16).is_empty(),
             "past the cap, patterns only"
         );
+    }
+
+    /// `n` lines from `from` on, each of a shape of its own (no digits: one word differs),
+    /// long enough that a MiB of them does not fill the table's cells (as many short lines
+    /// of distinct shapes would, making every shape look frequent).
+    fn distinct(from: usize, n: usize) -> String {
+        let letters = |mut i: usize| {
+            let mut word = String::new();
+            loop {
+                word.push(char::from(b'a' + (i % 26) as u8));
+                i /= 26;
+                if i == 0 {
+                    break word;
+                }
+            }
+        };
+        (from..from + n)
+            .map(|i| {
+                format!(
+                    "message {} arrived{}\n",
+                    letters(i),
+                    " and was read".repeat(12)
+                )
+            })
+            .collect()
+    }
+
+    /// Lines of `lines(from, n)`, `n` at a time, until there are more than `bytes` bytes.
+    fn past(bytes: u64, lines: impl Fn(usize, usize) -> String) -> String {
+        let mut text = String::new();
+        while text.len() as u64 <= bytes {
+            text.push_str(&lines(text.lines().count(), 1000));
+        }
+        text
+    }
+
+    #[test]
+    fn past_the_first_mib_shapes_are_counted_only_in_a_crowd() {
+        let crowd = |from: usize, n: usize| -> String {
+            (from..from + n)
+                .map(|i| format!("ok {i} - routine step done\n"))
+                .collect()
+        };
+        let needle = "strange thing happened";
+        let then = format!("{}{needle}\n{}", crowd(0, 500), crowd(500, 500));
+        // A first MiB of distinct lines: no crowd, so the rest is left to the patterns.
+        let text = past(CROWD_AFTER, distinct) + &then;
+        for size in [4093, 1 << 16] {
+            assert!(
+                needles(&text, size).iter().all(|c| c.text != needle),
+                "piece size {size}"
+            );
+        }
+        // A crowd by then: shapes are counted on, and the needle found.
+        let text = past(CROWD_AFTER, crowd) + &then;
+        assert!(needles(&text, 1 << 16).iter().any(|c| c.text == needle));
+        // A crowd need not be most of the lines: one in `CROWD_SHARE` is enough.
+        let mixed = |from: usize, n: usize| -> String {
+            let routine = n / CROWD_SHARE as usize + 1;
+            crowd(from, routine) + &distinct(from, n - routine)
+        };
+        let text = past(CROWD_AFTER, mixed) + &then;
+        assert!(needles(&text, 1 << 16).iter().any(|c| c.text == needle));
     }
 
     #[test]

@@ -208,15 +208,19 @@ impl Compiled {
 }
 
 /// What [`warm_up`] compiles ahead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Warm {
     /// The prefilter (5 M instructions); each rule then compiles when a text first wakes it.
     /// For a process that redacts one short preview (`spillway truncate` of a short input),
     /// whose text wakes none or a few of the rules: compiling all 42 regexes costs 40 M
     /// instructions, more than the rest of such a run, and took CPU from its stream.
     Prefilter,
-    /// Every rule as well: a process whose redactions may need any of them (the daemon, or
-    /// `spillway truncate` once its input is long enough to fold into templates).
+    /// The prefilter and the rules this sample of the text to redact wakes (by redacting it
+    /// once): for a process that will redact one text of which it has seen a part
+    /// (`spillway truncate` of a long input, whose preview folds lines like the sample's into
+    /// templates). A rule only the rest of the text wakes compiles when it does.
+    WokenBy(String),
+    /// Every rule: a process whose redactions may need any of them (the daemon).
     EveryRule,
 }
 
@@ -229,8 +233,12 @@ pub fn warm_up(what: Warm) {
         .name("spillway-redaction".into())
         .spawn(move || {
             let compiled = LazyLock::force(&COMPILED);
-            if what == Warm::EveryRule {
-                compiled.compile_all();
+            match what {
+                Warm::Prefilter => {}
+                Warm::WokenBy(sample) => {
+                    let _ = BUILTIN.redact(&sample);
+                }
+                Warm::EveryRule => compiled.compile_all(),
             }
         });
 }
