@@ -527,13 +527,15 @@ mod tests {
         }
     }
 
+    /// `n` routine lines from `from` on, all of one shape.
+    fn crowd(from: usize, n: usize) -> String {
+        (from..from + n)
+            .map(|i| format!("ok {i} - routine step done\n"))
+            .collect()
+    }
+
     #[test]
     fn shapes_are_counted_over_the_output_s_first_mib_only() {
-        let crowd = |from: usize, n: usize| -> String {
-            (from..from + n)
-                .map(|i| format!("ok {i} - routine step done\n"))
-                .collect()
-        };
         let per_line = crowd(0, 1).len();
         let early = format!(
             "{}strange thing happened\n{}",
@@ -593,11 +595,6 @@ mod tests {
 
     #[test]
     fn past_the_first_mib_shapes_are_counted_only_in_a_crowd() {
-        let crowd = |from: usize, n: usize| -> String {
-            (from..from + n)
-                .map(|i| format!("ok {i} - routine step done\n"))
-                .collect()
-        };
         let needle = "strange thing happened";
         let then = format!("{}{needle}\n{}", crowd(0, 500), crowd(500, 500));
         // A first MiB of distinct lines: no crowd, so the rest is left to the patterns.
