@@ -83,25 +83,37 @@ pub(crate) struct CountTokensArgs {
     id: RunId,
 }
 
-/// Input past which `truncate` compiles, beside the stream, the redaction rules its first
-/// [`WARM_SAMPLE`] bytes wake. The preview of a longer output folds lines into templates, whose
-/// texts wake many rules when the preview is redacted (21 of the 42 on a log of 1 MiB: 18 M
-/// instructions after the stream, if compiled only then), the rules its alike lines wake; all
-/// 42 would cost 40 M, on a third thread beside a stream that keeps two cores busy. A short
-/// output's preview wakes few or none, each compiled when woken.
-const WARM_RULES_AFTER: usize = 64 << 10;
-
-/// Bytes of the input whose rules are compiled ahead (see [`WARM_RULES_AFTER`]).
+/// Once this much input has come, `truncate` compiles, beside the rest of the stream, the
+/// redaction rules these first bytes wake. The preview of a longer output folds its lines into
+/// templates, and redacting it wakes the rules its alike lines wake, which its first bytes
+/// wake too: compiled only at the end, they would hold up the preview. All 42 would cost 40 M
+/// instructions, on a third thread beside a stream that keeps two cores busy (the truncate
+/// bench's log wakes 3). A short output's preview wakes few or none, each compiled when woken.
 const WARM_SAMPLE: usize = 64 << 10;
+
+/// Keeps the input's first [`WARM_SAMPLE`] bytes in `sample` (`None`: not wanted, or taken) and,
+/// once it holds that many, compiles the redaction rules they wake on a thread of their own.
+fn sample_for_rules(sample: &mut Option<Vec<u8>>, input: &[u8]) {
+    let Some(kept) = sample else {
+        return;
+    };
+    let take = (WARM_SAMPLE - kept.len()).min(input.len());
+    kept.extend_from_slice(&input[..take]);
+    if kept.len() == WARM_SAMPLE {
+        let text = String::from_utf8_lossy(kept).into_owned();
+        redact::warm_up(Warm::WokenBy(text));
+        *sample = None;
+    }
+}
 
 pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let started_at = Utc::now();
     let limits = Limits::new(args.limits.max_lines, args.limits.max_bytes)?;
     let root = DataDir::locate(args.data_dir.as_deref())?;
     // The preview is redacted once the input ends: the prefilter compiles while it streams,
-    // and the rules its start wakes once the input is past `WARM_RULES_AFTER`.
-    let mut rules_to_warm = !args.redact.no_redact;
-    if rules_to_warm {
+    // and the rules its start wakes once `WARM_SAMPLE` bytes have come.
+    let mut sample = (!args.redact.no_redact).then(Vec::new);
+    if sample.is_some() {
         redact::warm_up(Warm::Prefilter);
     }
     let normaliser = Normaliser::new(NormaliseOptions {
@@ -114,17 +126,11 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let mut engine = Engine::new(normaliser, capture).with_compact(args.compact.on());
     let mut stdin = io::stdin().lock();
     let mut buf = vec![0u8; READ_CHUNK];
-    let mut read = 0;
     loop {
         match stdin.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                read += n;
-                if rules_to_warm && read > WARM_RULES_AFTER {
-                    let sample = String::from_utf8_lossy(&buf[..n.min(WARM_SAMPLE)]);
-                    redact::warm_up(Warm::WokenBy(sample.into_owned()));
-                    rules_to_warm = false;
-                }
+                sample_for_rules(&mut sample, &buf[..n]);
                 engine.feed(&buf[..n]);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
