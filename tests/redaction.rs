@@ -155,34 +155,63 @@ fn detect_secrets_finds_the_planted_secrets_in_the_spill_and_none_in_what_a_mode
     );
 }
 
+/// What `spillway truncate` (with `extra` arguments, its data in `dir`) prints for `input`.
+fn truncate(dir: &Path, input: &str, extra: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .arg("truncate")
+        .args(extra)
+        .env("SPILLWAY_DATA_DIR", dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+}
+
 #[test]
 fn truncate_redacts_its_preview_unless_asked_not_to() {
     let dir = tempfile::tempdir().unwrap();
     let token = format!("ghp_{}", "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed8Cb7A");
     let input = format!("GITHUB_TOKEN={token}\nok\n");
-    let truncate = |extra: &[&str]| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
-            .arg("truncate")
-            .args(extra)
-            .env("SPILLWAY_DATA_DIR", dir.path())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
-    };
-    let redacted = truncate(&[]);
+    let redacted = truncate(dir.path(), &input, &[]);
     assert!(
         redacted.starts_with("GITHUB_TOKEN=[redacted: github-token]\nok\n"),
         "{redacted}"
     );
     assert!(!redacted.contains(&token));
-    assert_eq!(truncate(&["--no-redact"]), input);
+    assert_eq!(truncate(dir.path(), &input, &["--no-redact"]), input);
+}
+
+/// Past its first 64 KiB, a truncate compiles ahead only the rules those bytes wake: a secret
+/// of another kind that only the end of the output shows is still redacted.
+#[test]
+fn a_long_truncate_redacts_the_kinds_its_first_bytes_did_not_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let github = format!("ghp_{}", "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed8Cb7A");
+    let aws = "AKIAZ7QW3ER5TY6UI8OP";
+    let stripe = format!("sk_live_{}", "4eC39HqLyjWDarjtT1zdp7dcQ9");
+    let routine: String = (0..4000)
+        .map(|i| format!("compiled unit {i} of the build\n"))
+        .collect();
+    assert!(routine.len() > 64 << 10);
+    let input = format!(
+        "GITHUB_TOKEN={github}\n{routine}AWS_ACCESS_KEY_ID={aws}\nSTRIPE_KEY={stripe}\ndone\n"
+    );
+    let out = truncate(dir.path(), &input, &[]);
+    for secret in [github.as_str(), aws, stripe.as_str()] {
+        assert!(!out.contains(secret), "{secret} shown");
+    }
+    for kind in ["github-token", "aws-access-key-id", "stripe-key"] {
+        assert!(
+            out.contains(&format!("[redacted: {kind}]")),
+            "{kind}: {out}"
+        );
+    }
 }
