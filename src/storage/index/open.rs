@@ -13,6 +13,9 @@ use super::{Index, IndexError};
 /// How long a writer waits for another process's write to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Size of a write-ahead log's header: a log no longer than this holds no page of the index.
+const WAL_HEADER_BYTES: u64 = 32;
+
 /// The schema, oldest migration first. Append only: a migration that has shipped is never
 /// edited, since databases out there already ran it.
 pub(super) const MIGRATIONS: [&str; 5] = [
@@ -56,7 +59,9 @@ impl Index {
     /// writing: reading needs no room. Opening for writing fails there because SQLite must
     /// size its shared-memory file (`-shm`) for the write-ahead log, which a full disk
     /// refuses; a read-only connection gets one of two ways round it. With no log to read (no
-    /// `-wal`, or an empty one: the last daemon stopped cleanly) it opens the file as
+    /// `-wal`, or one that holds no more than its header: the last daemon stopped cleanly, and
+    /// a failed opening for writing may have begun a new log on the page a full disk had
+    /// left) it opens the file as
     /// immutable, which needs no `-shm` at all; with a log (a daemon was killed) the `-shm`
     /// is there already, sized, and an ordinary read-only connection uses it. A database
     /// that is not ours, or not of this build's schema (which would need writing to migrate),
@@ -70,7 +75,7 @@ impl Index {
         refuse_symlink(path)?;
         let mut wal = path.as_os_str().to_owned();
         wal.push("-wal");
-        let no_log = !std::fs::metadata(&wal).is_ok_and(|meta| meta.len() > 0);
+        let no_log = !std::fs::metadata(&wal).is_ok_and(|meta| meta.len() > WAL_HEADER_BYTES);
         let query = if no_log { "immutable=1" } else { "mode=ro" };
         let uri = format!("file:{}?{query}", uri_path(path));
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
