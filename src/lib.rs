@@ -17,7 +17,8 @@
 //!   they carry; it imports nothing of the crate.
 //!
 //! `config` says where the daemon listens, for client and daemon alike; `sync` holds the one
-//! lock helper every layer uses, and `allocator` the C allocator's settings for this process.
+//! lock helper every layer uses, `read_buffer` the aligned buffer every large read goes into,
+//! and `allocator` the C allocator's settings for this process.
 
 pub(crate) mod allocator;
 pub mod blocking;
@@ -27,6 +28,7 @@ pub mod daemon;
 pub mod engine;
 pub mod program;
 pub mod protocol;
+pub mod read_buffer;
 pub mod storage;
 pub mod supervisor;
 pub mod sync;

@@ -20,6 +20,7 @@ use crate::engine::redact::{self, Redactor, Warm};
 use crate::engine::tokens::OutputText;
 use crate::program::CliSteps;
 use crate::protocol::{Direction, Preview, RunId, RunStatus};
+use crate::read_buffer::ReadBuffer;
 use crate::storage::index::{Ending, INDEX_FILE, Index, NewRun, RunEnd, RunTokens};
 use crate::storage::read::{self, ReadRequest};
 use crate::storage::spill::{DATA_DIR_ENV, DataDir};
@@ -125,7 +126,7 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
         .with_highlights(args.highlights.patterns()?);
     let mut engine = Engine::new(normaliser, capture).with_compact(args.compact.on());
     let mut stdin = io::stdin().lock();
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut buf = ReadBuffer::new(READ_CHUNK);
     loop {
         match stdin.read(&mut buf) {
             Ok(0) => break,

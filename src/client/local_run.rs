@@ -93,7 +93,7 @@ pub(crate) fn run(run: &LocalRun<'_>) -> Result<LocalOutcome> {
 fn read_on_a_thread(mut reader: io::PipeReader) -> mpsc::Receiver<Vec<u8>> {
     let (send, receive) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut buf = vec![0u8; READ_CHUNK];
+        let mut buf = crate::read_buffer::ReadBuffer::new(READ_CHUNK);
         loop {
             match reader.read(&mut buf) {
                 Ok(0) => break,

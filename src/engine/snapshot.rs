@@ -17,6 +17,7 @@ use crate::engine::capture::{Capture, CaptureView, Limits, SpillPolicy};
 use crate::engine::highlight::Patterns;
 use crate::engine::preview::Offset;
 use crate::protocol::{Direction, NextStep, Preview};
+use crate::read_buffer::ReadBuffer;
 
 /// The preview of `view` as if `pending` (a line still being written, without its newline)
 /// had been captured too. A `pending` that holds a newline is not a pending line: it is left
@@ -155,7 +156,7 @@ impl RangeCapture {
     /// Reads `len` bytes of `file` (or to its end) into the capture.
     pub fn feed_from(&mut self, file: impl Read, len: u64) -> io::Result<()> {
         let mut file = file.take(len);
-        let mut buf = vec![0; 256 * 1024];
+        let mut buf = ReadBuffer::new(256 * 1024);
         loop {
             match file.read(&mut buf) {
                 Ok(0) => return Ok(()),

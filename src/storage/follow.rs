@@ -15,6 +15,7 @@ use std::path::Path;
 
 use crate::protocol::OutputEvent;
 use crate::protocol::cut::byte_ends_piece;
+use crate::read_buffer::ReadBuffer;
 
 /// Most text in one `output` event (a longer line comes in pieces).
 pub const EVENT_BYTES: usize = 256 * 1024;
@@ -44,7 +45,7 @@ pub struct Tail {
     /// Read and not yet sent: from the start of line `pending_line` (or a piece of it).
     pending: Vec<u8>,
     pending_line: u64,
-    buf: Vec<u8>,
+    buf: ReadBuffer,
 }
 
 /// Opens a spill file for reading, refusing a symbolic link (`ELOOP`) and a file another user
@@ -81,7 +82,7 @@ impl Tail {
             skip_until: 1,
             pending: Vec::new(),
             pending_line: 1,
-            buf: vec![0; READ_BYTES],
+            buf: ReadBuffer::new(READ_BYTES),
         };
         match start {
             Start::Line(line) => tail.skip_until = line.max(1),

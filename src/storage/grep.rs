@@ -7,13 +7,14 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
 
 use crate::protocol::cut::{cut_chars, shown_end};
 use crate::protocol::{GrepLine, GrepResult};
+use crate::read_buffer::AlignedReader;
 
 /// Matches reported when the caller does not say.
 pub const DEFAULT_MAX_COUNT: usize = 100;
@@ -43,7 +44,7 @@ pub fn grep_file(
         source,
     };
     let file = File::open(path).map_err(io_err)?;
-    let mut lines = Lines::new(BufReader::with_capacity(256 * 1024, file));
+    let mut lines = Lines::new(AlignedReader::with_capacity(256 * 1024, file));
     let mut search = Search::new(context.min(MAX_CONTEXT), max_count);
     while let Some(line) = lines.next_line().map_err(io_err)? {
         let text = String::from_utf8_lossy(line.kept);

@@ -17,10 +17,11 @@
 
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use crate::protocol::cut::shown_end;
+use crate::read_buffer::AlignedReader;
 
 /// Lines per page when the caller does not say.
 pub const DEFAULT_READ_LIMIT: usize = 2000;
@@ -281,7 +282,7 @@ fn keep_bytes(text: String, max: usize, keep_end: bool) -> String {
 
 /// Walks a byte stream line by line through a fixed buffer, counting the lines it passes.
 struct LineScanner<R> {
-    src: BufReader<R>,
+    src: AlignedReader<R>,
     /// Lines consumed so far, an unterminated last line included once the end is reached.
     lines: u64,
     /// Bytes of an unfinished line have been consumed.
@@ -291,7 +292,7 @@ struct LineScanner<R> {
 impl<R: Read> LineScanner<R> {
     fn new(src: R) -> Self {
         LineScanner {
-            src: BufReader::with_capacity(BUF_BYTES, src),
+            src: AlignedReader::with_capacity(BUF_BYTES, src),
             lines: 0,
             mid_line: false,
         }

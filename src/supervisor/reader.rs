@@ -19,6 +19,7 @@ use nix::sys::signal::Signal;
 
 use crate::engine::capture::{Capture, SpillPolicy};
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
+use crate::read_buffer::ReadBuffer;
 use crate::storage::spill::DataDir;
 use crate::supervisor::input::Input;
 use crate::supervisor::live::Live;
@@ -139,7 +140,7 @@ impl Reader {
 
     /// Reads until the end of the output, or until the drain runs out of patience.
     fn pump(&mut self) -> io::Result<()> {
-        let mut buf = vec![0; READ_CHUNK];
+        let mut buf = ReadBuffer::new(READ_CHUNK);
         loop {
             let chunk = self.output.read(&mut buf)?;
             match chunk {
