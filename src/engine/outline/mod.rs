@@ -572,6 +572,33 @@ mod tests {
     }
 
     proptest! {
+        /// The latest lines found from the byte count at once are those a walk from the last
+        /// line back finds: the fewest that reach either need.
+        #[test]
+        fn latest_lines_are_those_a_walk_back_finds(
+            lengths in prop::collection::vec(0usize..40, 1..60),
+            need_lines in 1u64..70,
+            need_bytes in 1u64..2500,
+        ) {
+            let mut bytes = Vec::new();
+            for len in &lengths {
+                bytes.extend(std::iter::repeat_n(b'x', *len));
+                bytes.push(b'\n');
+            }
+            let lines = lengths.len() as u64;
+            let mut walked = None;
+            let (mut taken, mut from) = (0u64, bytes.len());
+            for len in lengths.iter().rev() {
+                taken += 1;
+                from -= len + 1;
+                if taken >= need_lines || (bytes.len() - from) as u64 >= need_bytes {
+                    walked = Some((from, taken));
+                    break;
+                }
+            }
+            prop_assert_eq!(latest_lines(&bytes, lines, (need_lines, need_bytes)), walked);
+        }
+
         #[test]
         fn segments_tile_the_output_and_say_only_what_is_so(
             lines in prop::collection::vec(line_strategy(), 0..300),

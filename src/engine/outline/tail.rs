@@ -275,9 +275,16 @@ pub(super) fn split_latest(
 pub(super) fn latest_lines(bytes: &[u8], lines: u64, need: (u64, u64)) -> Option<(usize, u64)> {
     let (need_lines, need_bytes) = (need.0, usize::try_from(need.1).unwrap_or(usize::MAX));
     // The latest line start that leaves at least `need_bytes` after it, and its lines.
+    debug_assert_eq!(count(bytes), lines, "the caller's count is wrong");
     let by_bytes = (need_bytes <= bytes.len()).then(|| {
         let at = memchr::memrchr(b'\n', &bytes[..bytes.len() - need_bytes]).map_or(0, |i| i + 1);
-        (at, memchr::memchr_iter(b'\n', &bytes[at..]).count() as u64)
+        // The shorter side is counted: a batch's tail is most of a small batch.
+        let after = if at < bytes.len() / 2 {
+            lines - count(&bytes[..at])
+        } else {
+            count(&bytes[at..])
+        };
+        (at, after)
     });
     let (from, held) = by_bytes.unwrap_or((0, lines));
     if held < need_lines {
@@ -293,6 +300,11 @@ pub(super) fn latest_lines(bytes: &[u8], lines: u64, need: (u64, u64)) -> Option
         }
     };
     Some((from, need_lines))
+}
+
+/// The newlines in `bytes`.
+fn count(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
 /// Whether line `b` may join a run whose only line is `a` (both whole lines of a piece, kept
