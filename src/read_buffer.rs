@@ -1,18 +1,21 @@
 //! A buffer for large reads from the kernel, its start aligned to a cache line.
 //!
 //! The kernel copies what `read` returns with `rep movsb`, and on the AMD EPYC this project
-//! is measured on, that copy runs four times slower when the destination does not start on a
-//! 32-byte boundary: 256 MiB read from the page cache in 256 KiB reads took 36 ms into a
-//! buffer at a page's start and 165 ms into one 16 bytes past it, which is where the C
-//! allocator puts a large block (after its 16-byte header). Writes do not care where their
-//! source starts. Every read of a command's output, of standard input and of a spill goes
-//! into one of these.
+//! is measured on, that copy runs several times slower when its destination lies 1 to 31 bytes
+//! past its source, counted within a 4 KiB page (the user-space `memcpy` of glibc, which
+//! uses the same instruction from 2 KiB on, does too). What a read copies from, the page cache
+//! or a pipe's pages, mostly starts on a page, and a large block from the C allocator starts
+//! 16 bytes past one, after its header: 256 MiB read from the page cache in 256 KiB reads took
+//! 36-76 ms into a buffer at a page's start or 32 or more bytes past it, and 165-185 ms at 1,
+//! 16 or 31 bytes past it. A start aligned to 64 bytes is never 1 to 31 bytes past a page's.
+//! Writes, whose destination is the page, do not care where their source starts. Every read
+//! of a command's output, of standard input and of a spill goes into one of these.
 
 use std::io::{self, BufRead, Read};
 use std::ops::{Deref, DerefMut};
 
-/// The alignment of a [`ReadBuffer`]'s start: a cache line, which covers the 32 bytes the
-/// copy needs and keeps the buffer's first line to itself.
+/// The alignment of a [`ReadBuffer`]'s start: a cache line, a multiple of the 32 bytes a
+/// page-aligned source must not be just short of.
 const ALIGN: usize = 64;
 
 /// `len` zeroed bytes whose first one is [`ALIGN`]-aligned.
