@@ -298,11 +298,15 @@ pub(crate) fn read_spill(args: ReadArgs) -> Result<ExitCode> {
         limit: args.limit,
         max_bytes: args.max_bytes,
     };
-    let mut page = read::read_page(&args.path, &request)?;
+    let (mut page, around) = read::read_page(&args.path, &request)?;
     let mut redactions = crate::engine::redact::Counts::new();
     if !args.redact.no_redact {
-        let (before, after) = read::page_context(&args.path, &page)?;
-        page.text = Redactor::builtin().redact_window(&before, &page.text, &after, &mut redactions);
+        page.text = Redactor::builtin().redact_window(
+            &around.before,
+            &page.text,
+            &around.after,
+            &mut redactions,
+        );
     }
     let mut out = io::stdout().lock();
     if page.total_lines == 0 {

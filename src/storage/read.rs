@@ -147,12 +147,13 @@ fn count_lines_text(n: u64) -> String {
     }
 }
 
-/// Reads the page `req` asks for from the spill file at `path`.
+/// Reads the page `req` asks for from the spill file at `path`, with the lines around it that
+/// redaction must see it with ([`PageContext`]).
 ///
 /// Scans the whole file once (to count its lines) with bounded memory. An empty file read
 /// from offset 1 gives an empty page. Fails on offset or limit 0, a missing file, an
 /// offset past the last line, or an I/O error.
-pub fn read_page(path: &Path, req: &ReadRequest) -> Result<ReadPage, ReadError> {
+pub fn read_page(path: &Path, req: &ReadRequest) -> Result<(ReadPage, PageContext), ReadError> {
     let path_buf = || path.to_path_buf();
     if req.offset == 0 {
         return Err(ReadError::BadOffset { path: path_buf() });
@@ -167,7 +168,7 @@ pub fn read_page(path: &Path, req: &ReadRequest) -> Result<ReadPage, ReadError> 
             source,
         },
     })?;
-    let page = scan_page(file, req).map_err(|source| ReadError::Io {
+    let (page, context) = scan_page(file, req).map_err(|source| ReadError::Io {
         path: path_buf(),
         source,
     })?;
@@ -179,13 +180,22 @@ pub fn read_page(path: &Path, req: &ReadRequest) -> Result<ReadPage, ReadError> 
             path: path_buf(),
         });
     }
-    Ok(page)
+    Ok((page, context))
 }
 
-/// Builds the page for `req` (offset and limit at least 1) from `src`, counting every line.
-fn scan_page(src: impl Read, req: &ReadRequest) -> io::Result<ReadPage> {
+/// Builds the page for `req` (offset and limit at least 1) from `src` and the lines around it,
+/// counting every line.
+fn scan_page(src: impl Read, req: &ReadRequest) -> io::Result<(ReadPage, PageContext)> {
     let mut lines = LineScanner::new(src);
-    lines.skip(req.offset - 1)?;
+    lines.skip(req.offset.saturating_sub(CONTEXT_LINES).max(1) - 1)?;
+    let mut before = String::new();
+    while lines.lines < req.offset - 1 {
+        let Some(line) = lines.next_line()? else {
+            break;
+        };
+        line.render_into(&mut before);
+    }
+    let mut after = String::new();
     let mut page = ReadPage {
         text: String::new(),
         first: req.offset,
@@ -203,7 +213,8 @@ fn scan_page(src: impl Read, req: &ReadRequest) -> io::Result<ReadPage> {
         let before = page.text.len();
         line.render_into(&mut page.text);
         if shown > 0 && page.text.len() > req.max_bytes {
-            page.text.truncate(before);
+            // Read, but not shown: the first line after the page.
+            after = page.text.split_off(before);
             page.stopped_by_bytes = true;
             break;
         }
@@ -211,9 +222,33 @@ fn scan_page(src: impl Read, req: &ReadRequest) -> io::Result<ReadPage> {
         page.last += 1;
         page.cut_lines += usize::from(line.is_cut());
     }
+    // Read so far: the page's last line, or the line after it (in `after`).
+    while page.last >= page.first && lines.lines < page.last + CONTEXT_LINES {
+        let Some(line) = lines.next_line()? else {
+            break;
+        };
+        line.render_into(&mut after);
+    }
     lines.skip(u64::MAX)?;
     page.total_lines = lines.lines;
-    Ok(page)
+    let context = if page.last < page.first {
+        PageContext::default()
+    } else {
+        PageContext {
+            before: keep_bytes(before, CONTEXT_BYTES, true),
+            after: keep_bytes(after, CONTEXT_BYTES, false),
+        }
+    };
+    Ok((page, context))
+}
+
+/// The lines before and after a page that redaction sees it with ([`CONTEXT_LINES`] each side
+/// at most, each side at most [`CONTEXT_BYTES`], its lines nearest the page kept), read in
+/// the same scan as the page. Empty around an empty page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageContext {
+    pub before: String,
+    pub after: String,
 }
 
 /// Lines read around a page or a search's matches so that redaction sees what they belong to:
@@ -243,25 +278,6 @@ pub fn read_ranges(path: &Path, ranges: &[(u64, u64, bool)]) -> io::Result<Vec<S
         out.push(keep_bytes(text, CONTEXT_BYTES, near_end));
     }
     Ok(out)
-}
-
-/// The lines before and after `page` that redaction sees it with ([`CONTEXT_LINES`] each
-/// side at most).
-pub fn page_context(path: &Path, page: &ReadPage) -> io::Result<(String, String)> {
-    if page.last < page.first {
-        return Ok((String::new(), String::new()));
-    }
-    let before = (
-        page.first.saturating_sub(CONTEXT_LINES).max(1),
-        page.first - 1,
-        true,
-    );
-    let after = (page.last + 1, page.last + CONTEXT_LINES, false);
-    let mut texts = read_ranges(path, &[before, after])?.into_iter();
-    Ok((
-        texts.next().unwrap_or_default(),
-        texts.next().unwrap_or_default(),
-    ))
 }
 
 /// `text` (whole lines) cut to at most `max` bytes at a line boundary, keeping its end or its
@@ -459,7 +475,7 @@ mod tests {
 
     fn page(content: &[u8], r: ReadRequest) -> ReadPage {
         let file = spill(content);
-        read_page(file.path(), &r).expect("read page")
+        read_page(file.path(), &r).expect("read page").0
     }
 
     fn err(content: &[u8], r: ReadRequest) -> ReadError {
@@ -787,9 +803,11 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Paging on as the notices say gives back the file; each page comes with the lines
+        /// around it that a second scan for just those lines finds.
         #[test]
         fn paging_with_the_notice_reproduces_the_file(
-            lines in prop::collection::vec("[a-z é€😀]{0,40}", 0..60),
+            lines in prop::collection::vec("[a-z é€😀]{0,40}", 0..150),
             trailing_newline: bool,
             limit in 1usize..20,
             max_bytes in 0usize..300,
@@ -807,7 +825,18 @@ mod tests {
             let mut shown = String::new();
             let mut offset = 1;
             for _ in 0..=total {
-                let p = read_page(file.path(), &req(offset, limit, max_bytes)).expect("page");
+                let (p, around) =
+                    read_page(file.path(), &req(offset, limit, max_bytes)).expect("page");
+                let ranges = [
+                    (p.first.saturating_sub(CONTEXT_LINES).max(1), p.first - 1, true),
+                    (p.last + 1, p.last + CONTEXT_LINES, false),
+                ];
+                let scanned = read_ranges(file.path(), &ranges).expect("ranges");
+                let expected_around = match p.last < p.first {
+                    true => PageContext::default(),
+                    false => PageContext { before: scanned[0].clone(), after: scanned[1].clone() },
+                };
+                prop_assert_eq!(around, expected_around);
                 prop_assert_eq!(p.first, offset);
                 prop_assert_eq!(p.total_lines, total);
                 prop_assert_eq!(p.cut_lines, 0);

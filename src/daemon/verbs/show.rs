@@ -33,17 +33,13 @@ async fn show(r: ShowRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
     };
     let redactor = daemon.redactor.clone().filter(|_| !r.no_redact);
     let (page, redactions) = tokio::task::spawn_blocking(move || {
-        let mut page = read::read_page(&path, &request)?;
+        let (mut page, around) = read::read_page(&path, &request)?;
         let mut redactions = BTreeMap::new();
         if let Some(redactor) = redactor {
             // Redacted here, with the lines around it, as well as when sent: a page inside a
             // private key's body is then redacted as the whole key is.
-            let (before, after) =
-                read::page_context(&path, &page).map_err(|source| ReadError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-            page.text = redactor.redact_window(&before, &page.text, &after, &mut redactions);
+            page.text =
+                redactor.redact_window(&around.before, &page.text, &around.after, &mut redactions);
         }
         Ok((page, redactions))
     })
