@@ -18,23 +18,24 @@ use std::ops::{Deref, DerefMut};
 /// page-aligned source must not be just short of.
 const ALIGN: usize = 64;
 
-/// `len` zeroed bytes whose first one is [`ALIGN`]-aligned.
+/// Zeroed bytes whose first one is [`ALIGN`]-aligned.
 pub struct ReadBuffer {
-    /// Room for `len` bytes after up to `ALIGN - 1` bytes skipped to reach the alignment.
+    /// The buffer's bytes, after the `start` bytes skipped to reach the alignment and before
+    /// the `ALIGN - 1 - start` left over.
     storage: Vec<u8>,
     start: usize,
-    len: usize,
 }
 
 impl ReadBuffer {
+    /// A buffer of `len` bytes.
     pub fn new(len: usize) -> ReadBuffer {
         let storage = vec![0u8; len + ALIGN - 1];
         let start = (ALIGN - storage.as_ptr() as usize % ALIGN) % ALIGN;
-        ReadBuffer {
-            storage,
-            start,
-            len,
-        }
+        ReadBuffer { storage, start }
+    }
+
+    fn span(&self) -> std::ops::Range<usize> {
+        self.start..self.start + self.storage.len() + 1 - ALIGN
     }
 }
 
@@ -42,20 +43,21 @@ impl Deref for ReadBuffer {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        &self.storage[self.start..self.start + self.len]
+        &self.storage[self.span()]
     }
 }
 
 impl DerefMut for ReadBuffer {
     fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.len]
+        let span = self.span();
+        &mut self.storage[span]
     }
 }
 
 impl std::fmt::Debug for ReadBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReadBuffer")
-            .field("len", &self.len)
+            .field("len", &self.len())
             .finish_non_exhaustive()
     }
 }

@@ -27,6 +27,7 @@ use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::Redactor;
 use crate::program::CliSteps;
 use crate::protocol::{Direction, Preview};
+use crate::read_buffer::ReadBuffer;
 use crate::storage::spill::DataDir;
 
 /// How long output is still read after the command itself has exited: a background process
@@ -93,7 +94,7 @@ pub(crate) fn run(run: &LocalRun<'_>) -> Result<LocalOutcome> {
 fn read_on_a_thread(mut reader: io::PipeReader) -> mpsc::Receiver<Vec<u8>> {
     let (send, receive) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut buf = crate::read_buffer::ReadBuffer::new(READ_CHUNK);
+        let mut buf = ReadBuffer::new(READ_CHUNK);
         loop {
             match reader.read(&mut buf) {
                 Ok(0) => break,

@@ -189,12 +189,7 @@ fn scan_page(src: impl Read, req: &ReadRequest) -> io::Result<(ReadPage, PageCon
     let mut lines = LineScanner::new(src);
     lines.skip(req.offset.saturating_sub(CONTEXT_LINES).max(1) - 1)?;
     let mut before = String::new();
-    while lines.lines < req.offset - 1 {
-        let Some(line) = lines.next_line()? else {
-            break;
-        };
-        line.render_into(&mut before);
-    }
+    lines.render_through(req.offset - 1, &mut before)?;
     let mut after = String::new();
     let mut page = ReadPage {
         text: String::new(),
@@ -210,11 +205,11 @@ fn scan_page(src: impl Read, req: &ReadRequest) -> io::Result<(ReadPage, PageCon
         let Some(line) = lines.next_line()? else {
             break;
         };
-        let before = page.text.len();
+        let shown_bytes = page.text.len();
         line.render_into(&mut page.text);
         if shown > 0 && page.text.len() > req.max_bytes {
             // Read, but not shown: the first line after the page.
-            after = page.text.split_off(before);
+            after = page.text.split_off(shown_bytes);
             page.stopped_by_bytes = true;
             break;
         }
@@ -222,22 +217,14 @@ fn scan_page(src: impl Read, req: &ReadRequest) -> io::Result<(ReadPage, PageCon
         page.last += 1;
         page.cut_lines += usize::from(line.is_cut());
     }
-    // Read so far: the page's last line, or the line after it (in `after`).
-    while page.last >= page.first && lines.lines < page.last + CONTEXT_LINES {
-        let Some(line) = lines.next_line()? else {
-            break;
-        };
-        line.render_into(&mut after);
-    }
+    // Read so far: the page's last line, or the line after it (in `after`). A page that is
+    // empty ended the file, and has no lines around it (offset 1) or is refused (past the end).
+    lines.render_through(page.last + CONTEXT_LINES, &mut after)?;
     lines.skip(u64::MAX)?;
     page.total_lines = lines.lines;
-    let context = if page.last < page.first {
-        PageContext::default()
-    } else {
-        PageContext {
-            before: keep_bytes(before, CONTEXT_BYTES, true),
-            after: keep_bytes(after, CONTEXT_BYTES, false),
-        }
+    let context = PageContext {
+        before: keep_bytes(before, CONTEXT_BYTES, true),
+        after: keep_bytes(after, CONTEXT_BYTES, false),
     };
     Ok((page, context))
 }
@@ -269,12 +256,7 @@ pub fn read_ranges(path: &Path, ranges: &[(u64, u64, bool)]) -> io::Result<Vec<S
     for &(first, last, near_end) in ranges {
         let mut text = String::new();
         lines.skip(first.saturating_sub(1).saturating_sub(lines.lines))?;
-        while lines.lines < last {
-            let Some(line) = lines.next_line()? else {
-                break;
-            };
-            line.render_into(&mut text);
-        }
+        lines.render_through(last, &mut text)?;
         out.push(keep_bytes(text, CONTEXT_BYTES, near_end));
     }
     Ok(out)
@@ -367,6 +349,19 @@ impl<R: Read> LineScanner<R> {
         }
         self.lines += 1;
         Ok(Some(line.finish()))
+    }
+
+    /// Renders the lines up to line `last` (1-based, inclusive) into `out`, as a page renders
+    /// them, or those up to the end of the stream if it ends first. Must be called at the
+    /// start of a line.
+    fn render_through(&mut self, last: u64, out: &mut String) -> io::Result<()> {
+        while self.lines < last {
+            let Some(line) = self.next_line()? else {
+                break;
+            };
+            line.render_into(out);
+        }
+        Ok(())
     }
 }
 
