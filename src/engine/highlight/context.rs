@@ -40,7 +40,7 @@ impl Highlighter {
         let lines = &lines[lines.len().saturating_sub(BEFORE_LINES)..];
         let Some(frame) = lines
             .iter()
-            .rposition(|l| self.patterns.compiled().frame.is_match(l))
+            .rposition(|l| self.patterns.compiled().frame().is_match(l))
         else {
             return Vec::new();
         };
@@ -93,7 +93,7 @@ impl Highlighter {
         // One blank line may sit inside a block (a Go panic's, between its signal and its
         // goroutine); it is kept only if the block goes on after it.
         let blank = line.trim().is_empty();
-        let continues = blank || self.patterns.compiled().continuation.is_match(line);
+        let continues = blank || self.patterns.compiled().continuation().is_match(line);
         let Some(candidate) = self.last_kept() else {
             self.wants_after = 0;
             return;

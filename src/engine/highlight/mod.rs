@@ -302,7 +302,7 @@ impl Highlighter {
         let line = std::mem::take(&mut self.carry);
         let cut = std::mem::replace(&mut self.carry_cut, false);
         self.take_after(&line, cut);
-        let found = !cut && self.patterns.compiled().any.is_match(&line);
+        let found = !cut && self.patterns.is_match(&line);
         if found {
             let before = self.before_context(&[]);
             self.found_at(number, &line, before);
@@ -555,7 +555,7 @@ mod tests {
     /// Every line the patterns match must hold a prefilter hit, or it would never be tried.
     fn prefilter_covers(line: &str) -> bool {
         let p = Patterns::defaults();
-        !p.compiled().any.is_match(line)
+        !p.compiled().any().is_match(line)
             || p.prefilter.as_ref().unwrap().find(line, 0).is_some()
             || LINE_STARTS.iter().any(|l| line.starts_with(l))
     }

@@ -228,38 +228,98 @@ impl Prefilter {
 }
 
 impl Compiled {
-    fn new(extra: &[String]) -> Result<Compiled, BadPattern> {
-        let all: Vec<String> = STRONG
-            .iter()
-            .chain(WEAK)
-            .map(|p| format!("(?:{})", after_prefix(p)))
-            .chain(extra.iter().map(|p| format!("(?:{p})")))
-            .collect();
+    /// The regexes of the default patterns plus `extra`, each built when first needed.
+    fn lazy(extra: &[String]) -> Compiled {
+        Compiled {
+            extra: extra.into(),
+            any: OnceLock::new(),
+            weak: OnceLock::new(),
+            continuation: OnceLock::new(),
+            frame: OnceLock::new(),
+        }
+    }
+
+    /// The regexes of the default patterns plus the user's `extra`, built now, so that a
+    /// bad one is told at once.
+    fn now(extra: &[String]) -> Result<Compiled, BadPattern> {
+        let compiled = Compiled::lazy(extra);
+        let _ = compiled.any.set(any_regex(extra)?);
+        let _ = compiled.weak.set(WeakSets::new(extra)?);
+        compiled.continuation();
+        compiled.frame();
+        Ok(compiled)
+    }
+
+    /// The one regex of every pattern: whether a line matches at all.
+    pub(super) fn any(&self) -> &Regex {
+        self.any
+            .get_or_init(|| any_regex(&self.extra).expect(CHECKED))
+    }
+
+    pub(super) fn weak(&self) -> &WeakSets {
+        self.weak
+            .get_or_init(|| WeakSets::new(&self.extra).expect(CHECKED))
+    }
+
+    pub(super) fn continuation(&self) -> &Regex {
+        self.continuation
+            .get_or_init(|| Regex::new(CONTINUATION).expect("the continuation pattern is valid"))
+    }
+
+    pub(super) fn frame(&self) -> &Regex {
+        self.frame
+            .get_or_init(|| Regex::new(FRAME).expect("the frame pattern is valid"))
+    }
+}
+
+/// What a regex built when first needed expects of the user's patterns.
+const CHECKED: &str = "the patterns were checked when they were made";
+
+/// One regex of every default pattern and the user's `extra`, the alternatives in order.
+fn any_regex(extra: &[String]) -> Result<Regex, BadPattern> {
+    let all: Vec<String> = STRONG
+        .iter()
+        .chain(WEAK)
+        .map(|p| format!("(?:{})", after_prefix(p)))
+        .chain(extra.iter().map(|p| format!("(?:{p})")))
+        .collect();
+    RegexBuilder::new(&all.join("|"))
+        .multi_line(true)
+        .size_limit(PATTERN_SIZE_LIMIT * (1 + extra.len()))
+        .dfa_size_limit(DFA_CACHE_BYTES)
+        .build()
+        .map_err(|e| BadPattern {
+            pattern: all.join("|"),
+            reason: e.to_string(),
+        })
+}
+
+/// The sets that tell a weak match (a restatement) from a strong one.
+#[derive(Debug)]
+pub(super) struct WeakSets {
+    /// The restatements matched on a whole line, and those [`after_prefix`] moves past a
+    /// line's prefix, matched as written on the line after it ([`strip_line_prefix`]).
+    pub(super) whole: RegexSet,
+    pub(super) after_prefix: RegexSet,
+    /// The user's patterns, which are strong wherever they match.
+    pub(super) extra: RegexSet,
+}
+
+impl WeakSets {
+    fn new(extra: &[String]) -> Result<WeakSets, BadPattern> {
         let build = |patterns: &[String]| {
             RegexSet::new(patterns.iter().map(|p| format!("(?m){p}"))).map_err(|e| BadPattern {
                 pattern: patterns.join(" | "),
                 reason: e.to_string(),
             })
         };
-        let any = RegexBuilder::new(&all.join("|"))
-            .multi_line(true)
-            .size_limit(PATTERN_SIZE_LIMIT * (1 + extra.len()))
-            .dfa_size_limit(DFA_CACHE_BYTES)
-            .build()
-            .map_err(|e| BadPattern {
-                pattern: all.join("|"),
-                reason: e.to_string(),
-            })?;
         let (after, whole): (Vec<&str>, Vec<&str>) =
             WEAK.iter().partition(|p| after_prefix(p) != **p);
         let as_strings = |p: &[&str]| p.iter().map(|p| p.to_string()).collect::<Vec<_>>();
-        Ok(Compiled {
-            any,
-            weak: build(&as_strings(&whole))?,
-            weak_after_prefix: build(&as_strings(&after))?,
+        Ok(WeakSets {
+            whole: build(&as_strings(&whole))?,
+            after_prefix: build(&as_strings(&after))?,
             extra: build(extra)?,
-            continuation: Regex::new(CONTINUATION).expect("the continuation pattern is valid"),
-            frame: Regex::new(FRAME).expect("the frame pattern is valid"),
         })
     }
 }
@@ -277,25 +337,24 @@ pub(super) const PATTERN_SIZE_LIMIT: usize = 4 << 20;
 pub struct Patterns {
     /// The [`Prefilter`], when only the default patterns are in use.
     pub(super) prefilter: Option<Prefilter>,
-    /// The user's patterns (`--highlight`).
-    extra: Arc<[String]>,
-    /// The regexes, compiled when a line first needs them: most outputs `spillway truncate`
-    /// is given hold no candidate line, and compiling the default patterns was most of what
-    /// truncating one line cost (12 M of its 15 M instructions). Shared by the clones.
-    compiled: Arc<OnceLock<Compiled>>,
+    /// The regexes, each compiled when a line first needs it: most outputs `spillway
+    /// truncate` is given hold no candidate line, and compiling the default patterns was most
+    /// of what truncating one line cost (12 M of its 15 M instructions); a log's error lines
+    /// need only the weak sets (2 M), not the one regex of every pattern (8 M). Shared by the
+    /// clones.
+    compiled: Arc<Compiled>,
 }
 
-/// The regexes of a [`Patterns`].
+/// The regexes of a [`Patterns`], each built by its first caller (all at once when the user
+/// gave patterns of their own).
 #[derive(Debug)]
 pub(super) struct Compiled {
-    pub(super) any: Regex,
-    /// The restatements matched on a whole line, and those [`after_prefix`] moves past a
-    /// line's prefix, matched as written on the line after it ([`strip_line_prefix`]).
-    pub(super) weak: RegexSet,
-    pub(super) weak_after_prefix: RegexSet,
-    pub(super) extra: RegexSet,
-    pub(super) continuation: Regex,
-    pub(super) frame: Regex,
+    /// The user's patterns (`--highlight`).
+    extra: Box<[String]>,
+    any: OnceLock<Regex>,
+    weak: OnceLock<WeakSets>,
+    continuation: OnceLock<Regex>,
+    frame: OnceLock<Regex>,
 }
 
 /// A pattern given by the user that is not a valid regular expression.
@@ -338,35 +397,40 @@ impl Patterns {
                     reason: e.to_string(),
                 })?;
         }
-        let compiled = OnceLock::new();
-        if !extra.is_empty() {
-            let _ = compiled.set(Compiled::new(extra)?);
-        }
+        let compiled = if extra.is_empty() {
+            Compiled::lazy(extra)
+        } else {
+            Compiled::now(extra)?
+        };
         Ok(Patterns {
             // A user's pattern may need none of the literals: then every line is tried.
             prefilter: extra.is_empty().then(Prefilter::new),
-            extra: extra.into(),
             compiled: Arc::new(compiled),
         })
     }
 
-    /// The regexes, compiled by the first caller.
+    /// The regexes, each compiled by its first caller.
     pub(super) fn compiled(&self) -> &Compiled {
-        self.compiled.get_or_init(|| {
-            Compiled::new(&self.extra).expect("the patterns were checked when they were made")
-        })
+        &self.compiled
     }
 
     /// Compiles the regexes now, where a process (the daemon, at its start) would rather not
     /// pay for them at the first line that needs them.
     pub fn compile_now(&self) {
-        self.compiled();
+        let compiled = self.compiled();
+        compiled.any();
+        compiled.weak();
+        compiled.continuation();
+        compiled.frame();
     }
 
-    /// Whether `line` (one line, no newline needed) looks like an error.
+    /// Whether `line` (one line, no newline needed) looks like an error: a candidate (see
+    /// [`Patterns::candidate_lines`]) the patterns match, so that a line no literal makes a
+    /// candidate costs no compiling of the regex of every pattern.
     pub fn is_match(&self, line: &str) -> bool {
         let line = line.strip_suffix('\n').unwrap_or(line);
-        (self.prefilter.is_some() && has_log_level(line)) || self.compiled().any.is_match(line)
+        self.next_candidate(line, None)
+            .is_some_and(|(_, hit)| self.matches(line, hit))
     }
 
     /// The lines of `text` (up to its last newline) worth trying against the patterns, in
@@ -405,7 +469,7 @@ impl Patterns {
             }
             return self
                 .compiled()
-                .any
+                .any()
                 .find_at(text, from)
                 .map(|m| (line_start(m.start()), m.start()));
         };
@@ -427,14 +491,13 @@ impl Patterns {
     pub(super) fn matches(&self, line: &str, hit: usize) -> bool {
         let confirmed =
             self.prefilter.is_some() && (log_level_at(line.as_bytes(), hit) || has_log_level(line));
-        confirmed || self.compiled().any.is_match(line)
+        confirmed || self.compiled().any().is_match(line)
     }
 
     pub(super) fn is_weak(&self, line: &str) -> bool {
-        let compiled = self.compiled();
-        let weak = compiled.weak.is_match(line)
-            || compiled.weak_after_prefix.is_match(strip_line_prefix(line));
-        weak && !compiled.extra.is_match(line)
+        let sets = self.compiled().weak();
+        let weak = sets.whole.is_match(line) || sets.after_prefix.is_match(strip_line_prefix(line));
+        weak && !sets.extra.is_match(line)
     }
 }
 
@@ -490,23 +553,42 @@ mod tests {
     #[test]
     fn the_regexes_compile_once_when_first_needed_and_a_bad_user_pattern_is_told_at_once() {
         let patterns = Patterns::new(&[]).expect("the defaults are valid");
-        assert!(
-            patterns.compiled.get().is_none(),
-            "compiled before any line needed it"
+        let built = |p: &Patterns| {
+            let c = p.compiled();
+            [
+                c.any.get().is_some(),
+                c.weak.get().is_some(),
+                c.continuation.get().is_some(),
+                c.frame.get().is_some(),
+            ]
+        };
+        assert_eq!(
+            built(&patterns),
+            [false; 4],
+            "compiled before a line needed it"
         );
         let clone = patterns.clone();
-        assert!(clone.is_match("error: linking failed"));
-        assert!(
-            patterns.compiled.get().is_some(),
-            "a clone compiled its own"
+        assert!(clone.is_weak("make: *** [all] Error 2"));
+        assert_eq!(
+            built(&patterns),
+            [false, true, false, false],
+            "a clone's weak line built the weak sets, for every clone, and nothing else"
         );
-        assert!(patterns.is_weak("make: *** [all] Error 2"));
+        assert!(clone.is_match("error: linking failed"));
+        assert_eq!(built(&patterns), [true, true, false, false]);
+        patterns.compile_now();
+        assert_eq!(built(&patterns), [true; 4]);
         let mine = Patterns::new(&["^boom".to_string()]).expect("valid");
-        assert!(
-            mine.compiled.get().is_some(),
+        assert_eq!(
+            built(&mine),
+            [true; 4],
             "a user's patterns are compiled at once"
         );
         assert!(mine.is_match("boom goes the build"));
+        assert!(
+            !mine.is_weak("boom: make: *** [all] Error 2"),
+            "a user's match is strong"
+        );
         let bad = Patterns::new(&["(unclosed".to_string()]).expect_err("invalid");
         assert_eq!(bad.pattern, "(unclosed");
     }
@@ -550,6 +632,11 @@ mod tests {
                 "│",
                 "ok",
                 "x",
+                "ERROR",
+                "FATAL",
+                "panicked",
+                "at",
+                "warning:",
             ]),
             0..6,
         );
@@ -565,6 +652,15 @@ mod tests {
                 .unwrap();
             let p = Patterns::defaults();
             proptest::prop_assert_eq!(p.is_weak(&line), prefixed.is_match(&line), "{:?}", line);
+        }
+
+        /// A line matches exactly when a log level or the regex of every pattern says so:
+        /// asking the prefilter first only spares compiling that regex for a line it rules out.
+        #[test]
+        fn a_match_is_what_the_regex_of_every_pattern_finds(line in prefixed_line()) {
+            let p = Patterns::defaults();
+            let whole = has_log_level(&line) || p.compiled().any().is_match(&line);
+            proptest::prop_assert_eq!(p.is_match(&line), whole, "{:?}", line);
         }
     }
 }
