@@ -8,7 +8,8 @@
 #   scripts/truncate-ab.sh INPUT ROUNDS BINARY...   e.g. scripts/truncate-ab.sh in.log 9 \
 #       target/release/spillway /tmp/spillway-old
 #
-# The builds' spills go to a temp dir, removed after each run and at the end. Each run is
+# Each build has a data dir of its own (one index, which builds may keep differently), in a
+# temp dir; the spills are removed after each run, the rest at the end. Each run is
 # followed by a pause (PAUSE seconds, 0.3 unless set): a truncate leaves its token count to a
 # child process, which would otherwise take CPU from the next run. On a shared machine,
 # compare builds only within one run of this script.
@@ -22,16 +23,17 @@ commands=(cat "$@")
 declare -A wall user sys
 for round in $(seq "$rounds"); do
     for k in "${!commands[@]}"; do
-        b=${commands[$(((k + round) % ${#commands[@]}))]}
+        j=$(((k + round) % ${#commands[@]}))
+        b=${commands[$j]}
         begun=$(date +%s%N)
         if [ "$b" = cat ]; then
             t=$({ /usr/bin/time -f "%U %S" cat "$input" >"$work/out"; } 2>&1)
         else
-            t=$({ /usr/bin/time -f "%U %S" "$b" truncate --data-dir "$work/data" \
+            t=$({ /usr/bin/time -f "%U %S" "$b" truncate --data-dir "$work/data$j" \
                 <"$input" >/dev/null; } 2>&1 | tail -1)
         fi
         w=$((($(date +%s%N) - begun) / 100000))
-        rm -rf "$work/out" "$work/data/spills"
+        rm -rf "$work/out" "$work"/data*/spills
         sleep "${PAUSE:-0.3}"
         read -r u s <<<"$t"
         wall[$b]+="$((w / 10)).$((w % 10)) " user[$b]+="$u " sys[$b]+="$s "

@@ -17,6 +17,7 @@ use crate::engine::capture::{Capture, Limits, Outcome, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::{self, Redactor, Warm};
+use crate::engine::savings::{folded_tokens, spilled_output};
 use crate::engine::tokens::OutputText;
 use crate::program::CliSteps;
 use crate::protocol::{Direction, Preview, RunId, RunStatus};
@@ -166,10 +167,12 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     }
     out.flush()?;
     if let Some(id) = registered {
-        let job = TokenJob {
-            preview,
-            output: engine.capture().output_text(),
+        let output = if engine.capture().spill_holds_output() {
+            JobOutput::InSpill
+        } else {
+            JobOutput::Given(engine.capture().output_text())
         };
+        let job = TokenJob { preview, output };
         if let Err(e) = count_tokens_later(&root, &id, &job) {
             eprintln!("spillway: warning: this run's tokens will not be counted ({e:#})");
         }
@@ -182,7 +185,18 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
 struct TokenJob {
     /// The preview as printed (its content), with its folds and what it left out.
     preview: Preview,
-    output: OutputText,
+    output: JobOutput,
+}
+
+/// Where the count finds the output.
+#[derive(Debug, PartialEq, Eq)]
+enum JobOutput {
+    /// In the spill file the preview names, which holds every byte of it: the count reads it
+    /// there. Read back by `truncate` and handed over in the job, 1 MiB of output cost it some
+    /// 2 ms (a read of the file, a copy into the job, a write of the job).
+    InSpill,
+    /// In the job: the samples, or the whole text when the spill cannot give it back.
+    Given(OutputText),
 }
 
 /// A [`TokenJob`]'s first line, in JSON; the whole output's text, when the job has it, follows
@@ -192,19 +206,24 @@ struct TokenJob {
 #[derive(Serialize, Deserialize)]
 struct JobLine<P, O> {
     preview: P,
-    /// The output's samples, or `None` when its whole text follows.
+    /// The output's samples, or `None` when its whole text follows (or is in the spill).
     sampled: Option<O>,
+    /// Whether the output is to be read from the spill file the preview names.
+    #[serde(default)]
+    in_spill: bool,
 }
 
 impl TokenJob {
     fn write_to(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         let (sampled, whole) = match &self.output {
-            OutputText::Whole(text) => (None, text.as_str()),
-            sampled => (Some(sampled), ""),
+            JobOutput::Given(OutputText::Whole(text)) => (None, text.as_str()),
+            JobOutput::Given(sampled) => (Some(sampled), ""),
+            JobOutput::InSpill => (None, ""),
         };
         let line = JobLine {
             preview: &self.preview,
             sampled,
+            in_spill: self.output == JobOutput::InSpill,
         };
         serde_json::to_writer(&mut *out, &line)?;
         out.push(b'\n');
@@ -217,14 +236,28 @@ impl TokenJob {
         input.read_to_end(&mut bytes)?;
         let end = memchr::memchr(b'\n', &bytes).context("the job has no first line")?;
         let line: JobLine<Preview, OutputText> = serde_json::from_slice(&bytes[..end])?;
-        let output = match line.sampled {
-            Some(sampled) => sampled,
-            None => OutputText::Whole(String::from_utf8(bytes.split_off(end + 1))?),
+        let output = match (line.in_spill, line.sampled) {
+            (true, _) => JobOutput::InSpill,
+            (false, Some(sampled)) => JobOutput::Given(sampled),
+            (false, None) => JobOutput::Given(OutputText::Whole(String::from_utf8(
+                bytes.split_off(end + 1),
+            )?)),
         };
         Ok(TokenJob {
             preview: line.preview,
             output,
         })
+    }
+
+    /// The output to count: read from the spill when it is there.
+    fn output(self) -> Result<(Preview, OutputText)> {
+        let output = match self.output {
+            JobOutput::Given(output) => output,
+            JobOutput::InSpill => OutputText::Whole(
+                spilled_output(&self.preview).context("reading the output from its spill")?,
+            ),
+        };
+        Ok((self.preview, output))
     }
 }
 
@@ -275,9 +308,10 @@ fn job_file(job: &[u8]) -> io::Result<std::fs::File> {
 /// and records them in the index.
 pub(crate) fn count_tokens(args: CountTokensArgs) -> Result<ExitCode> {
     let job = TokenJob::read_from(io::stdin().lock()).context("reading the token job")?;
-    let output = job.output.count();
-    let shown = crate::engine::tokens::measure(&job.preview.content);
-    let whole = || match job.output {
+    let (preview, text) = job.output()?;
+    let output = text.count();
+    let shown = crate::engine::tokens::measure(&preview.content);
+    let whole = || match text {
         OutputText::Whole(text) => Some(text),
         OutputText::Sampled { .. } => None,
     };
@@ -285,9 +319,10 @@ pub(crate) fn count_tokens(args: CountTokensArgs) -> Result<ExitCode> {
         output: output.tokens,
         preview: shown.tokens,
         output_estimated: output.estimated || shown.estimated,
-        folded: crate::engine::savings::folded_tokens(&job.preview, output, shown.tokens, whole),
+        folded: folded_tokens(&preview, output, shown.tokens, whole),
     };
     let mut index = Index::open(&args.data_dir.join(INDEX_FILE))?;
+    index.keep_log_on_close()?;
     index.record_tokens(&args.id, &tokens)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -333,6 +368,7 @@ fn register_truncated(
     started_at: DateTime<Utc>,
 ) -> Result<RunId> {
     let mut index = Index::open(&root.join(INDEX_FILE))?;
+    index.keep_log_on_close()?;
     let id = loop {
         let id = RunId::generate();
         let run = NewRun {
@@ -376,7 +412,13 @@ mod tests {
             samples: sampler.samples(),
             total_bytes: 1 << 30,
         };
-        for output in [whole, sampled, OutputText::Whole(String::new())] {
+        let outputs = [
+            JobOutput::Given(whole),
+            JobOutput::Given(sampled),
+            JobOutput::Given(OutputText::Whole(String::new())),
+            JobOutput::InSpill,
+        ];
+        for output in outputs {
             let job = TokenJob {
                 preview: preview.clone(),
                 output,

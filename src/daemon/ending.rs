@@ -76,21 +76,10 @@ fn run_tokens(preview: &Preview, output: tokens::Count) -> RunTokens {
         output: output.tokens,
         preview: shown.tokens,
         output_estimated: output.estimated || shown.estimated,
-        folded: savings::folded_tokens(preview, output, shown.tokens, || spilled_output(preview)),
+        folded: savings::folded_tokens(preview, output, shown.tokens, || {
+            savings::spilled_output(preview)
+        }),
     }
-}
-
-/// The whole output, read back from the run's spill file, when the token accounting counted
-/// it exactly (at most [`tokens::EXACT_MAX_BYTES`]) and the file holds every byte of it: the
-/// file the daemon itself wrote for this run, read once more while it is still in the page
-/// cache.
-fn spilled_output(preview: &Preview) -> Option<String> {
-    if preview.total_bytes > tokens::EXACT_MAX_BYTES as u64 || preview.spill_capped.is_some() {
-        return None;
-    }
-    let bytes = std::fs::read(preview.spill_path.as_ref()?).ok()?;
-    (bytes.len() as u64 == preview.total_bytes)
-        .then(|| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The `exit` event of a run whose preview has been [`annotate`]d.

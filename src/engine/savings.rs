@@ -43,6 +43,18 @@ pub fn folded_tokens(
         .min(saved)
 }
 
+/// The whole output, read back from the run's spill file, when the token accounting counts it
+/// exactly (at most [`tokens::EXACT_MAX_BYTES`]) and the file holds every byte of it: a file
+/// just written, read once more while it is still in the page cache.
+pub fn spilled_output(preview: &Preview) -> Option<String> {
+    if preview.total_bytes > tokens::EXACT_MAX_BYTES as u64 || preview.spill_capped.is_some() {
+        return None;
+    }
+    let bytes = std::fs::read(preview.spill_path.as_ref()?).ok()?;
+    (bytes.len() as u64 == preview.total_bytes)
+        .then(|| String::from_utf8_lossy(&bytes).into_owned())
+}
+
 fn fold_lines(fold: &TemplateFold) -> u64 {
     fold.last.saturating_sub(fold.first) + 1
 }

@@ -277,12 +277,20 @@ impl Capture {
         self.spilled_text()
     }
 
+    /// Whether the spill file holds the whole output and it is at most
+    /// [`tokens::EXACT_MAX_BYTES`]: then whoever counts its tokens can read it there.
+    pub fn spill_holds_output(&self) -> bool {
+        self.total_bytes <= tokens::EXACT_MAX_BYTES as u64
+            && self.capped_at_line.is_none()
+            && matches!(&self.spill, Spill::Open(file) if file.error().is_none())
+    }
+
     /// The whole output, read back from a spill file that holds all of it.
     fn spilled_text(&self) -> Option<String> {
         let Spill::Open(file) = &self.spill else {
             return None;
         };
-        if file.error().is_some() || self.capped_at_line.is_some() {
+        if !self.spill_holds_output() {
             return None;
         }
         let mut text = String::new();

@@ -812,6 +812,36 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_kept_log_is_read_by_the_next_connection_and_checkpointed_by_one_that_does_not_keep_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        let wal = dir.path().join(format!("{INDEX_FILE}-wal"));
+        let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).ok();
+        for n in 1..=3 {
+            let mut index = Index::open(&path).unwrap();
+            index.keep_log_on_close().unwrap();
+            index.insert_run(&new_run(n, at(0))).unwrap();
+            drop(index);
+            assert!(wal_len().unwrap() > 0, "run {n}: the log was not kept");
+        }
+        let read_only = Index::open_read_only(&path).unwrap();
+        for n in 1..=3 {
+            assert!(read_only.get(&id(n)).unwrap().is_some(), "run {n}");
+        }
+        drop(read_only);
+        drop(Index::open(&path).unwrap());
+        assert_eq!(
+            wal_len(),
+            None,
+            "the last connection to close checkpoints the log"
+        );
+        let index = Index::open(&path).unwrap();
+        for n in 1..=3 {
+            assert!(index.get(&id(n)).unwrap().is_some(), "run {n}");
+        }
+    }
+
+    #[test]
     fn a_symlinked_index_is_refused_and_its_target_left_alone() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("elsewhere");
