@@ -108,9 +108,10 @@ impl Index {
     /// connection to close would checkpoint the log into the database and delete it, and the
     /// next to open would begin a new one: four `fsync`s, some 4 ms on this project's
     /// machine, for the one row a short-lived process (`spillway truncate`, its token count)
-    /// writes. A kept log is read by the next connection as a crashed process's would be; it
-    /// is checkpointed as it grows (by whichever write takes it past 1,000 pages) and when a
-    /// connection without this setting, the daemon's, closes last.
+    /// writes. A kept log is read by the next connection as a crashed process's would be.
+    /// SQLite checkpoints it into the database whenever a write takes it past 1,000 pages (the
+    /// file then stays at about 4 MiB and is written over), as it does the log a daemon's
+    /// stop leaves; a connection without this setting that closes last checkpoints it too.
     pub fn keep_log_on_close(&self) -> Result<(), IndexError> {
         self.conn
             .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
