@@ -223,7 +223,7 @@ impl TokenJob {
         let line = JobLine {
             preview: &self.preview,
             sampled,
-            in_spill: self.output == JobOutput::InSpill,
+            in_spill: matches!(self.output, JobOutput::InSpill),
         };
         serde_json::to_writer(&mut *out, &line)?;
         out.push(b'\n');

@@ -13,8 +13,11 @@
 //! [`tokens::EXACT_MAX_BYTES`]); past that they are estimated at the output's tokens per
 //! line, which is itself estimated from the accounting's samples. No output is read twice.
 
+use std::path::Path;
+
 use crate::engine::tokens::{self, Count};
 use crate::protocol::{Preview, TemplateFold};
+use crate::storage::spill::read_whole;
 
 /// The tokens of `output - preview_tokens` that `preview`'s template folds saved (see the
 /// module's doc). `whole` gives the whole output when it can be had cheaply (asked only when
@@ -50,9 +53,7 @@ pub fn spilled_output(preview: &Preview) -> Option<String> {
     if preview.total_bytes > tokens::EXACT_MAX_BYTES as u64 || preview.spill_capped.is_some() {
         return None;
     }
-    let bytes = std::fs::read(preview.spill_path.as_ref()?).ok()?;
-    (bytes.len() as u64 == preview.total_bytes)
-        .then(|| String::from_utf8_lossy(&bytes).into_owned())
+    read_whole(Path::new(preview.spill_path.as_ref()?), preview.total_bytes)
 }
 
 fn fold_lines(fold: &TemplateFold) -> u64 {

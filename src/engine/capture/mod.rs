@@ -13,14 +13,12 @@
 //! Line counting follows one rule everywhere in spillway: `"a\nb\n"` and `"a\nb"` are both two
 //! lines, `""` is none.
 
-use std::io::Read;
-
 use crate::engine::highlight::{KindMemo, Patterns};
 use crate::engine::normalise::count_newlines;
 use crate::engine::scanner::SharedScanner;
 use crate::engine::tokens::{self, Sampler};
 use crate::protocol::SpillCap;
-use crate::storage::spill::{DataDir, SpillFile};
+use crate::storage::spill::{DataDir, SpillFile, read_whole};
 
 mod limits;
 mod view;
@@ -290,16 +288,9 @@ impl Capture {
         let Spill::Open(file) = &self.spill else {
             return None;
         };
-        if !self.spill_holds_output() {
-            return None;
-        }
-        let mut text = String::new();
-        std::fs::File::open(file.path())
-            .ok()?
-            .take(self.total_bytes + 1)
-            .read_to_string(&mut text)
-            .ok()?;
-        (text.len() as u64 == self.total_bytes).then_some(text)
+        self.spill_holds_output()
+            .then(|| read_whole(file.path(), self.total_bytes))
+            .flatten()
     }
 
     /// Lends what the preview needs.

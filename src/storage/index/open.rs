@@ -115,11 +115,11 @@ impl Index {
     pub fn keep_log_on_close(&self) -> Result<(), IndexError> {
         self.conn
             .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map(drop)
             .map_err(|source| IndexError::Open {
                 path: self.path.clone(),
                 source,
-            })?;
-        Ok(())
+            })
     }
 
     /// Whether this connection was opened read-only ([`Index::open_read_only`]) and has not

@@ -11,7 +11,7 @@
 //! and its notice can say the spill is incomplete and why.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -482,6 +482,18 @@ impl Drop for SpillFile {
             let _ = writer.join();
         }
     }
+}
+
+/// The text of the spill file at `path` when it holds exactly `bytes` bytes (no more than one
+/// byte past them is read): a run's whole output, read back to count its tokens.
+pub fn read_whole(path: &Path, bytes: u64) -> Option<String> {
+    let mut read = Vec::new();
+    File::open(path)
+        .ok()?
+        .take(bytes.saturating_add(1))
+        .read_to_end(&mut read)
+        .ok()?;
+    (read.len() as u64 == bytes).then(|| String::from_utf8_lossy(&read).into_owned())
 }
 
 #[cfg(test)]
