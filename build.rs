@@ -16,6 +16,7 @@ const RANK_GAP: u32 = 1000;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=src/engine/o200k/layout.rs");
+    link_position_dependent();
     let bpe = tiktoken_rs::o200k_base()?;
     let special = bpe.special_tokens();
     let (mut bytes, mut ends, mut table) = (Vec::new(), Vec::new(), vec![0u32; TABLE_SLOTS]);
@@ -40,6 +41,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let table: Vec<u8> = table.iter().flat_map(|slot| slot.to_le_bytes()).collect();
     std::fs::write(out.join("o200k_table.bin"), table)?;
     Ok(())
+}
+
+/// Links the `spillway` executable at a fixed address (`-no-pie`) on Linux with glibc.
+///
+/// An agent host starts the binary once per command, and a position-independent one spends
+/// about 0.7 ms of CPU of each start on its 27,939 relative relocations: nearly all are
+/// pointers in `.data.rel.ro` (480 KiB), and writing them costs a copy-on-write page fault for
+/// every page they touch. At a fixed address the linker applies them once. The shared
+/// libraries, heap, stack and mappings are still placed at random; only the executable's own
+/// image is not.
+fn link_position_dependent() {
+    let target = |key: &str, value: &str| std::env::var(key).is_ok_and(|v| v == value);
+    if target("CARGO_CFG_TARGET_OS", "linux") && target("CARGO_CFG_TARGET_ENV", "gnu") {
+        println!("cargo::rustc-link-arg-bins=-no-pie");
+    }
 }
 
 /// Puts `rank` in the first free slot from its token's own.

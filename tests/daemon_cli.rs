@@ -1,6 +1,7 @@
 //! The daemon in view from the command line: `daemon status|stop|restart`, the daemon that
 //! serves a data directory found whatever the client's `XDG_RUNTIME_DIR`, and queries that
-//! never create a data directory or start a daemon for one that does not exist.
+//! never create a data directory or start a daemon for one that does not exist, and the version
+//! handshake sent ahead of a request.
 
 use std::path::Path;
 
@@ -113,4 +114,79 @@ fn a_query_on_a_missing_data_dir_creates_nothing_and_starts_nothing() {
         .unwrap();
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     assert!(!missing.exists() && !socket.exists());
+}
+
+/// The client sends its `ping` and its request together and reads the `pong` before the
+/// request's events: a short run waits no round trip for the version handshake, and a daemon
+/// of another version is still named. A proxy in front of a real daemon reads both lines
+/// before it passes anything on (a client that waited for the `pong` first would never send
+/// its request), and says the daemon is of another version.
+#[test]
+fn the_request_follows_the_version_ping_without_waiting_for_its_answer() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::time::Duration;
+
+    let daemon = TestDaemon::start();
+    let proxy_socket = daemon.sandbox.dir.path().join("proxy.sock");
+    let listener = UnixListener::bind(&proxy_socket).unwrap();
+    let upstream = daemon.socket.clone();
+    let proxy = std::thread::spawn(move || {
+        let (client, _) = listener.accept().unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut from_client = BufReader::new(client.try_clone().unwrap());
+        let mut lines = Vec::new();
+        for _ in 0..2 {
+            let mut line = String::new();
+            from_client
+                .read_line(&mut line)
+                .expect("the client sent its request without waiting for the pong");
+            lines.push(line);
+        }
+        let mut to_daemon = UnixStream::connect(&upstream).unwrap();
+        for line in &lines {
+            to_daemon.write_all(line.as_bytes()).unwrap();
+        }
+        let mut from_daemon = BufReader::new(to_daemon);
+        let mut to_client = client;
+        loop {
+            let mut line = String::new();
+            if from_daemon.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            let mut event: Value = serde_json::from_str(&line).unwrap();
+            if event["type"] == "pong" {
+                event["version"] = json!("0.0.1-older");
+            }
+            let last = event["type"] == "exit";
+            writeln!(to_client, "{event}").unwrap();
+            if last {
+                break;
+            }
+        }
+        lines
+    });
+    let out = daemon
+        .sandbox
+        .spillway()
+        .env("SPILLWAY_SOCKET", &proxy_socket)
+        .args(["run", "--", "sh", "-c", "echo handshake-ok; exit 3"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let lines = proxy.join().unwrap();
+    let ops: Vec<Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["op"].clone())
+        .collect();
+    assert_eq!(ops, [json!("ping"), json!("run")]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stdout(&out).contains("handshake-ok"), "{}", stdout(&out));
+    let warned = stderr(&out);
+    assert!(
+        warned.contains("is spillway 0.0.1-older") && warned.contains("daemon restart"),
+        "{warned}"
+    );
 }

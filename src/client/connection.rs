@@ -47,6 +47,9 @@ pub struct Endpoint {
 pub struct Connection {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
+    /// The socket whose version handshake is under way: its `ping` has been sent and its
+    /// `pong` is the next line to read (see [`Connection::check_version`]).
+    pong_due: Option<PathBuf>,
 }
 
 impl Connection {
@@ -94,17 +97,37 @@ impl Connection {
         Ok(Connection {
             reader: BufReader::new(stream),
             writer,
+            pong_due: None,
         })
     }
 
     /// The version handshake: a daemon of another version than this client (one started by
     /// an older build, say) still serves, but the person is told, once, plainly.
+    ///
+    /// Only the `ping` is sent here: the request follows it at once and the `pong` is read
+    /// before the request's first event ([`Connection::next_event`]), so a short run does not
+    /// wait a round trip to the daemon before it is asked for. The daemon answers a
+    /// connection's requests in order.
     fn check_version(&mut self, socket: &Path) {
-        let answer = self.send(&Request::Ping).and_then(|()| self.next_event());
-        if let Ok(Event::Pong(pong)) = answer
-            && let Some(warning) = version_warning(&pong, socket)
-        {
-            let _ = writeln!(std::io::stderr(), "{warning}");
+        if self.send(&Request::Ping).is_ok() {
+            self.pong_due = Some(socket.to_path_buf());
+        }
+    }
+
+    /// Reads the handshake's `pong` if it is due, and warns of another version. Anything
+    /// else in its place (a refusal) is the answer to the request, and is returned.
+    fn take_pong(&mut self) -> Result<Option<Event>> {
+        let Some(socket) = self.pong_due.take() else {
+            return Ok(None);
+        };
+        match self.read_event()? {
+            Event::Pong(pong) => {
+                if let Some(warning) = version_warning(&pong, &socket) {
+                    let _ = writeln!(std::io::stderr(), "{warning}");
+                }
+                Ok(None)
+            }
+            other => Ok(Some(other)),
         }
     }
 
@@ -117,8 +140,16 @@ impl Connection {
 
     /// Sends one request with a file descriptor (`SCM_RIGHTS`) on its line's first byte: the
     /// command's standard input, for a request with `stdin_fd`.
+    ///
+    /// The handshake's `pong` is read first: a daemon before this client's gave a descriptor
+    /// to the line where the read that brought it began, the `ping`'s when one read held both.
     pub fn send_passing(&mut self, request: &Request, fd: BorrowedFd<'_>) -> Result<()> {
         use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+        match self.take_pong()? {
+            Some(Event::Error(error)) => bail!("{}", error.message),
+            Some(other) => bail!("unexpected answer from the daemon: {other:?}"),
+            None => {}
+        }
         let line = request.to_line();
         let fds = [fd.as_raw_fd()];
         let sent = sendmsg::<()>(
@@ -154,6 +185,14 @@ impl Connection {
 
     /// The next event; an error if the daemon closed the connection or sent garbage.
     pub fn next_event(&mut self) -> Result<Event> {
+        match self.take_pong()? {
+            Some(answer) => Ok(answer),
+            None => self.read_event(),
+        }
+    }
+
+    /// The next line from the daemon, as an event.
+    fn read_event(&mut self) -> Result<Event> {
         let mut line = String::new();
         let n = self
             .reader

@@ -3,9 +3,12 @@
 //! so the command reads the caller's pipe or file itself, as a shell would give it.
 //!
 //! A plain `read` would drop (and close) the descriptors, so the connection is read with
-//! `recvmsg`; each descriptor is kept with the position in the stream of the first byte it
-//! came with, and a request takes those that came with its own line. A client sending more
-//! than a few at once has the rest closed by the kernel (or here), never kept.
+//! `recvmsg`; each descriptor is kept with the position in the stream of the last byte of the
+//! read that brought it, and a request takes those that came with its own line. The kernel
+//! ends a read with the message that carries descriptors, so that byte is in the line they were
+//! sent with, even when lines sent before it (a `ping` a client did not wait to have answered)
+//! came in the same read. A client sending more than a few at once has the rest closed by the
+//! kernel (or here), never kept.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSliceMut};
@@ -28,7 +31,8 @@ pub(super) struct FdReader {
     half: OwnedReadHalf,
     /// Bytes read so far.
     read: u64,
-    /// Descriptors received, with the stream position of the first byte they came with.
+    /// Descriptors received, with the stream position of the last byte of the read that
+    /// brought them.
     fds: VecDeque<(u64, OwnedFd)>,
 }
 
@@ -61,8 +65,8 @@ impl FdReader {
     }
 }
 
-/// One `recvmsg` on `fd` into `buf`, keeping the descriptors it brings in `fds` at stream
-/// position `read`, which it then moves past the bytes.
+/// One `recvmsg` on `fd` into `buf`, keeping the descriptors it brings in `fds` at the stream
+/// position of its last byte, and moving `read` past the bytes.
 fn receive(
     fd: RawFd,
     buf: &mut [u8],
@@ -78,6 +82,7 @@ fn receive(
         MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
     )?;
     let bytes = msg.bytes;
+    let last_byte = *read + (bytes as u64).saturating_sub(1);
     for cmsg in msg.cmsgs()? {
         let ControlMessageOwned::ScmRights(received) = cmsg else {
             continue;
@@ -86,7 +91,7 @@ fn receive(
             // SAFETY: the kernel has just installed `raw` in this process for us
             // (SCM_RIGHTS); nothing else owns it, so this `OwnedFd` closes it exactly once.
             let owned = unsafe { OwnedFd::from_raw_fd(raw) };
-            fds.push_back((*read, owned));
+            fds.push_back((last_byte, owned));
         }
     }
     while fds.len() > FDS_KEPT {
@@ -121,5 +126,52 @@ impl AsyncRead for FdReader {
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{IoSlice, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+
+    use super::*;
+
+    /// A line sent without a descriptor and one sent with one, both waiting when the daemon
+    /// reads: one read takes both, and the descriptor is the second line's.
+    #[test]
+    fn a_descriptor_is_the_line_s_it_came_with_when_one_read_takes_two_lines() {
+        let (mut client, daemon) = UnixStream::pair().unwrap();
+        let first = b"{\"v\":1,\"op\":\"ping\"}\n";
+        let second = b"{\"v\":1,\"op\":\"run\",\"stdin_fd\":true}\n";
+        client.write_all(first).unwrap();
+        let (passed, _keep) = nix::unistd::pipe().unwrap();
+        let sent = sendmsg::<()>(
+            client.as_raw_fd(),
+            &[IoSlice::new(second)],
+            &[ControlMessage::ScmRights(&[passed.as_raw_fd()])],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(sent, second.len());
+        let (mut buf, mut read, mut fds) = ([0u8; 4096], 0u64, VecDeque::new());
+        let bytes = receive(daemon.as_raw_fd(), &mut buf, &mut read, &mut fds).unwrap();
+        assert_eq!(
+            bytes,
+            first.len() + second.len(),
+            "one read took both lines"
+        );
+        let first_end = first.len() as u64;
+        let second_end = first_end + second.len() as u64;
+        let at: Vec<u64> = fds.iter().map(|(at, _)| *at).collect();
+        // `take_before(end)` gives a line the descriptors kept before its end.
+        assert_eq!(at.len(), 1);
+        assert!(
+            (first_end..second_end).contains(&at[0]),
+            "kept at {at:?}: the run line is {first_end}..{second_end}"
+        );
     }
 }

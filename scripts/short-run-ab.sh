@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `sh -c true` against `spillway run -- true` for one or more spillway builds, ROUNDS times,
+# the order rotating each round so no build always runs after another. Prints the median and
+# fastest wall time of each (in ms, from bash's `EPOCHREALTIME`, which counts the shell's own
+# fork too, the same for every command), and each build's median minus `sh -c true`'s.
+#
+#   scripts/short-run-ab.sh ROUNDS BINARY...   e.g. scripts/short-run-ab.sh 400 \
+#       target/release/spillway /tmp/spillway-old
+#
+# Each build runs against a daemon of its own build (started by its first, untimed, run, on a
+# socket and data dir of its own in a temp dir, and stopped at the end), so a client and its
+# daemon always match. On a shared machine, compare builds only within one run of this script.
+set -euo pipefail
+[ $# -ge 2 ] || { sed -n '2,11p' "$0"; exit 2; }
+rounds=$1
+shift
+work=$(mktemp -d)
+builds=("$@")
+stop_daemons() {
+    for j in "${!builds[@]}"; do
+        "${builds[$j]}" daemon stop --socket "$work/s$j" --data-dir "$work/data$j" \
+            >/dev/null 2>&1 || true
+    done
+    rm -rf "$work"
+}
+trap stop_daemons EXIT
+client() {
+    "${builds[$1]}" run --socket "$work/s$1" --data-dir "$work/data$1" -- true
+}
+for j in "${!builds[@]}"; do
+    client "$j" >/dev/null
+done
+commands=(sh "${!builds[@]}")
+declare -A wall
+for round in $(seq "$rounds"); do
+    for k in "${!commands[@]}"; do
+        c=${commands[$(((k + round) % ${#commands[@]}))]}
+        begun=${EPOCHREALTIME/./}
+        if [ "$c" = sh ]; then
+            sh -c true
+        else
+            client "$c" >/dev/null
+        fi
+        ended=${EPOCHREALTIME/./}
+        wall[$c]+="$((ended - begun)) "
+    done
+done
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+fastest() { tr ' ' '\n' <<<"$1" | grep . | sort -n | head -1; }
+ms() { awk -v us="$1" 'BEGIN {printf "%.2f", us / 1000}'; }
+base=$(median "${wall[sh]}")
+printf '%-44s %10s %10s %10s\n' command "median ms" "fastest" "added ms"
+printf '%-44s %10s %10s %10s\n' "sh -c true" "$(ms "$base")" "$(ms "$(fastest "${wall[sh]}")")" -
+for j in "${!builds[@]}"; do
+    m=$(median "${wall[$j]}")
+    printf '%-44s %10s %10s %10s\n' "${builds[$j]} run -- true" "$(ms "$m")" \
+        "$(ms "$(fastest "${wall[$j]}")")" "$(ms $((m - base)))"
+done
