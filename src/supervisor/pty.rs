@@ -7,18 +7,16 @@
 //!
 //! - every descriptor is close-on-exec, and the parent's copies of the child's side are closed
 //!   as soon as the child has been spawned ([`spawn`] consumes them);
-//! - creating a PTY and forking are serialised by one lock: `portable-pty` opens the PTY without
-//!   `O_CLOEXEC` and sets the flag a moment later, and a child forked by a concurrent launch in
-//!   that moment would keep the terminal open for as long as it lives.
+//! - creating a PTY and forking are serialised by one lock: `openpty(3)` opens the PTY without
+//!   `O_CLOEXEC` and the flag is set a moment later, and a child forked by a concurrent launch
+//!   in that moment would keep the terminal open for as long as it lives.
 //!
-//! The PTY itself comes from `portable-pty`, with the kernel's default settings (echo, line
+//! The PTY itself comes from `openpty(3)`, with the kernel's default settings (echo, line
 //! discipline, `\n` written as `\r\n`, which the normaliser turns back into `\n`): a command
 //! sees the terminal any terminal emulator would give it. The child is spawned by
-//! [`std::process::Command`] rather than by `portable-pty`, whose spawner copies the daemon's
-//! environment, falls back to `$HOME` for a missing directory, reports a failed `exec` as a
-//! blank exit and keeps only the name of a fatal signal; or, where it starts inside its
-//! cgroup, by `clone3` (`super::inside`), which takes the same side ([`ChildSide::stdio`]),
-//! the same lock ([`fork_lock`]) and the same set-up ([`become_session_leader`]).
+//! [`std::process::Command`] or, where it starts inside its cgroup, by `clone3`
+//! (`super::inside`), which takes the same side ([`ChildSide::stdio`]), the same lock
+//! ([`fork_lock`]) and the same set-up ([`become_session_leader`]).
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -29,11 +27,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::pty::{OpenptyResult, Winsize, openpty};
 use nix::sys::signal::{self, SigHandler, Signal};
-use nix::sys::stat::Mode;
-use portable_pty::{PtySize, native_pty_system};
 
 use crate::supervisor::input::Input;
 
@@ -77,37 +74,22 @@ pub struct Channel {
 ///
 /// Fails when no PTY can be allocated (for instance `/dev/pts` is full or missing).
 pub fn open_pty(cols: u16, rows: u16) -> io::Result<Channel> {
-    let size = PtySize {
-        rows,
-        cols,
-        pixel_width: 0,
-        pixel_height: 0,
+    let size = Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
     };
-    let pair = {
+    let OpenptyResult { master, slave } = {
         let _forks = crate::sync::lock(&FORK_LOCK);
-        native_pty_system()
-            .openpty(size)
-            .map_err(io::Error::other)?
+        // `openpty` opens the slave with O_NOCTTY: it never becomes the daemon's controlling
+        // terminal.
+        let pair = openpty(&size, None)?;
+        for fd in [&pair.master, &pair.slave] {
+            fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+        }
+        pair
     };
-    let slave_path = pair
-        .master
-        .tty_name()
-        .ok_or_else(|| io::Error::other("the new PTY has no slave device name"))?;
-    let master_fd = pair
-        .master
-        .as_raw_fd()
-        .ok_or_else(|| io::Error::other("the new PTY has no master descriptor"))?;
-    // SAFETY: `master_fd` belongs to `pair.master`, which is alive (and keeps it open) for the
-    // whole borrow; the borrow only lives long enough to duplicate it.
-    let master = unsafe { BorrowedFd::borrow_raw(master_fd) }.try_clone_to_owned()?;
-    // The slave is opened anew by its path because `portable-pty` does not hand out its
-    // descriptor; O_NOCTTY keeps it from becoming the daemon's controlling terminal.
-    let slave: OwnedFd = nix::fcntl::open(
-        &slave_path,
-        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )?;
-    drop(pair);
     let output = Output::new(master)?;
     // A duplicate shares the master's open file description, so it is non-blocking too.
     let input = Input::new(output.fd.try_clone()?);
