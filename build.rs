@@ -43,7 +43,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Links the `spillway` executable at a fixed address (`-no-pie`) on Linux with glibc.
+/// Links the `spillway` executable at a fixed address (`-no-pie`) on Linux with glibc, unless
+/// `SPILLWAY_PIE=1` asks for a position-independent one (a distribution whose policy wants
+/// every executable so).
 ///
 /// An agent host starts the binary once per command, and a position-independent one spends
 /// about 0.7 ms of CPU of each start on its 27,939 relative relocations: nearly all are
@@ -52,8 +54,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// libraries, heap, stack and mappings are still placed at random; only the executable's own
 /// image is not.
 fn link_position_dependent() {
-    let target = |key: &str, value: &str| std::env::var(key).is_ok_and(|v| v == value);
-    if target("CARGO_CFG_TARGET_OS", "linux") && target("CARGO_CFG_TARGET_ENV", "gnu") {
+    println!("cargo::rerun-if-env-changed=SPILLWAY_PIE");
+    let is = |key: &str, value: &str| std::env::var(key).is_ok_and(|v| v == value);
+    let glibc_linux = is("CARGO_CFG_TARGET_OS", "linux") && is("CARGO_CFG_TARGET_ENV", "gnu");
+    if glibc_linux && !is("SPILLWAY_PIE", "1") {
         println!("cargo::rustc-link-arg-bins=-no-pie");
     }
 }
