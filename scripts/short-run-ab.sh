@@ -45,8 +45,7 @@ for round in $(seq "$rounds"); do
         wall[$c]+="$((ended - begun)) "
     done
 done
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-fastest() { tr ' ' '\n' <<<"$1" | grep . | sort -n | head -1; }
+source "$(dirname "$0")/medians.sh"
 ms() { awk -v us="$1" 'BEGIN {printf "%.2f", us / 1000}'; }
 base=$(median "${wall[sh]}")
 printf '%-44s %10s %10s %10s\n' command "median ms" "fastest" "added ms"

@@ -39,8 +39,7 @@ for round in $(seq "$rounds"); do
         wall[$b]+="$((w / 10)).$((w % 10)) " user[$b]+="$u " sys[$b]+="$s "
     done
 done
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-fastest() { tr ' ' '\n' <<<"$1" | grep . | sort -n | head -1; }
+source "$(dirname "$0")/medians.sh"
 for b in "${commands[@]}"; do
     printf '%-40s wall median %s ms, fastest %s ms; user %s s, sys %s s (medians)\n' "$b" \
         "$(median "${wall[$b]}")" "$(fastest "${wall[$b]}")" "$(median "${user[$b]}")" \
