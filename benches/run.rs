@@ -9,7 +9,10 @@
 //! 1. PTY throughput: `spillway run -- cat FILE > /dev/null` against
 //!    `script -qec 'cat FILE' /dev/null > /dev/null`, rounds alternating which goes first.
 //! 2. Pipe throughput: `spillway run --no-tty -- cat FILE > /dev/null` against
-//!    `sh -c 'cat FILE | cat > /dev/null'`, likewise.
+//!    `sh -c 'cat FILE | cat > OUT'`, likewise: a pipe into a file, as the target
+//!    reads, with OUT in the work dir beside the spills (on the same file system), so that
+//!    both write the same bytes to the same disk; OUT is deleted after every run, as the
+//!    spills are.
 //! 3. Per-run overhead: `spillway run -- true` against `sh -c true`, interleaved, one by one.
 //! 4. Daemon memory with many runs in flight: chatty `--no-tty` runs started at once, while the
 //!    daemon's `VmRSS` is sampled every 50 ms (and `VmHWM`, reset first, read at the end).
@@ -28,6 +31,7 @@ mod daemon;
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -89,7 +93,10 @@ fn main() -> BenchResult<()> {
 
     // One untimed pipe run each: the first runs pay one-off costs (allocation, cache, the spill
     // directory). The PTY rounds are long enough (seconds) for such costs not to matter.
-    pipe_baseline(&quoted)?;
+    let pipe_out = work.path().join("pipe-out.log");
+    let quoted_out = shlex::try_quote(pipe_out.to_str().ok_or("TMPDIR must be UTF-8")?)?
+        .into_owned();
+    pipe_baseline(&quoted, &quoted_out, &pipe_out)?;
     daemon.measure(daemon.client(["--no-tty", "--"]).arg("cat").arg(&input))?;
     println!("warm-up runs done");
 
@@ -115,8 +122,8 @@ fn main() -> BenchResult<()> {
     );
     let (pipe_base, pipe_spill) = throughput(
         rounds,
-        Series::new("sh -c 'cat FILE | cat'"),
-        || pipe_baseline(&quoted),
+        Series::new("sh -c 'cat FILE | cat > OUT'"),
+        || pipe_baseline(&quoted, &quoted_out, &pipe_out),
         Series::new("spillway run --no-tty -- cat FILE"),
         || daemon.measure(daemon.client(["--no-tty", "--"]).arg("cat").arg(&input)),
     )?;
@@ -168,7 +175,7 @@ fn main() -> BenchResult<()> {
             pty_ratio <= PTY_TARGET,
         ),
         (
-            "pipe: spillway --no-tty / sh pipe (median time)".to_string(),
+            "pipe: spillway --no-tty / pipe into a file".to_string(),
             format!("{pipe_ratio:.2}x"),
             format!("<= {PIPE_TARGET}x"),
             pipe_ratio <= PIPE_TARGET,
@@ -364,13 +371,16 @@ fn pty_baseline(quoted: &str) -> BenchResult<Run> {
     measure(&mut cmd).map(Run::from)
 }
 
-fn pipe_baseline(quoted: &str) -> BenchResult<Run> {
+/// `cat FILE | cat > OUT` (`quoted_out` is `out`, quoted for the shell); deletes `out` after.
+fn pipe_baseline(quoted: &str, quoted_out: &str, out: &Path) -> BenchResult<Run> {
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
-        .arg(format!("cat {quoted} | cat > /dev/null"))
+        .arg(format!("cat {quoted} | cat > {quoted_out}"))
         .stdin(Stdio::null())
         .stdout(Stdio::null());
-    measure(&mut cmd).map(Run::from)
+    let run = measure(&mut cmd).map(Run::from)?;
+    fs::remove_file(out)?;
+    Ok(run)
 }
 
 /// `rounds` rounds of both commands, alternating which goes first.

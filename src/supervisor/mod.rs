@@ -60,6 +60,7 @@ pub mod cgroup;
 mod child_setup;
 mod contain;
 pub(crate) mod descendants;
+mod heavy_output;
 pub(crate) mod input;
 pub(crate) mod input_wait;
 mod inside;

@@ -2,17 +2,16 @@
 //! command's end the output still buffered: read to its end once every writer has closed it,
 //! or for a bounded time while some process still holds it open.
 //!
-//! A `--no-tty` run's pipe is widened to [`WIDE_PIPE`] (as many at a time as
-//! [`WIDE_PIPES`]): a command then writes on without waiting for the reader, and the reader
-//! wakes once per megabyte rather than per 64 KiB. What such a pipe holds when its command
-//! exits can take longer than the drain's grace to go through the engine on a slow machine,
-//! which is why a pipe whose writers are all gone is read to its end, however long that takes:
-//! nothing can add to it any more, so the end is bounded by what it holds.
+//! A run that writes a lot is given a wider pipe and larger reads while their budgets allow
+//! ([`super::heavy_output`]). What a wide pipe holds when its command exits can take longer
+//! than the drain's grace to go through the engine on a slow machine, which is why a pipe
+//! whose writers are all gone is read to its end, however long that takes: nothing can add to
+//! it any more, so the end is bounded by what it holds.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -25,6 +24,7 @@ use crate::supervisor::input::Input;
 use crate::supervisor::live::Live;
 use crate::supervisor::pty::{Chunk, Output};
 
+use super::heavy_output::{self, LARGE_READ, READ_CHUNK, Slot};
 use super::waiter::Finish;
 use super::{RunSpec, Shared, TtySize};
 
@@ -34,44 +34,6 @@ pub const EXIT_DRAIN: Duration = Duration::from_millis(300);
 /// How long the reader goes on after that kill before it stops reading regardless.
 pub const KILLED_DRAIN: Duration = Duration::from_millis(200);
 
-/// Size of each read from a run's output.
-pub(super) const READ_CHUNK: usize = 64 * 1024;
-
-/// What a `--no-tty` run's pipe is widened to: the most an unprivileged user may ask for by
-/// default (`/proc/sys/fs/pipe-max-size`).
-pub const WIDE_PIPE: usize = 1 << 20;
-
-/// Most wide pipes at once. A user's pipes share a budget of pages (by default 64 MiB,
-/// `/proc/sys/fs/pipe-user-pages-soft`): past it every new pipe of that user, spillway's or
-/// not, gets only a page or two. Sixteen take a quarter; a run beyond them keeps the
-/// kernel's 64 KiB.
-pub const WIDE_PIPES: usize = 16;
-
-/// Wide pipes in use now.
-static WIDE_PIPES_IN_USE: AtomicUsize = AtomicUsize::new(0);
-
-/// One of the [`WIDE_PIPES`], given back when the run's reader is done.
-struct WidePipe;
-
-impl WidePipe {
-    /// Widens `output` if it is a pipe and one of the wide pipes is free.
-    fn take(output: &Output) -> Option<WidePipe> {
-        WIDE_PIPES_IN_USE
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < WIDE_PIPES).then_some(n + 1)
-            })
-            .ok()?;
-        let wide = WidePipe;
-        output.grow_pipe(WIDE_PIPE).map(|_| wide)
-    }
-}
-
-impl Drop for WidePipe {
-    fn drop(&mut self) {
-        WIDE_PIPES_IN_USE.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// The reader thread: output -> normaliser -> capture (in the run's [`Live`] state), then the
 /// preview.
 pub(super) struct Reader {
@@ -79,7 +41,7 @@ pub(super) struct Reader {
     pub(super) live: Arc<Live>,
     pub(super) drain: Drain,
     /// Held while the reader runs, for a run whose pipe was widened.
-    wide: Option<WidePipe>,
+    wide: Option<Slot>,
 }
 
 impl Reader {
@@ -109,7 +71,7 @@ impl Reader {
         let wide = spec
             .tty
             .is_none()
-            .then(|| WidePipe::take(&output))
+            .then(|| heavy_output::widen_pipe(&output))
             .flatten();
         Reader {
             output,
@@ -141,10 +103,19 @@ impl Reader {
     /// Reads until the end of the output, or until the drain runs out of patience.
     fn pump(&mut self) -> io::Result<()> {
         let mut buf = ReadBuffer::new(READ_CHUNK);
+        let mut large: Option<Slot> = None;
         loop {
             let chunk = self.output.read(&mut buf)?;
             match chunk {
-                Chunk::Data(n) => self.live.feed(&buf[..n]),
+                Chunk::Data(n) => {
+                    self.live.feed(&buf[..n]);
+                    if n == buf.len() && large.is_none() {
+                        large = heavy_output::large_reader();
+                        if large.is_some() {
+                            buf = ReadBuffer::new(LARGE_READ);
+                        }
+                    }
+                }
                 Chunk::Eof => return Ok(()),
                 Chunk::WouldBlock => {}
             }
@@ -276,18 +247,5 @@ mod tests {
         assert_eq!(drain.patience(&output), Patience::Unlimited);
         leader.kill().unwrap();
         leader.wait().unwrap();
-    }
-
-    #[test]
-    fn no_more_pipes_are_widened_at_once_than_the_budget() {
-        let pipes: Vec<Channel> = (0..=WIDE_PIPES).map(|_| open_pipe().unwrap()).collect();
-        let taken: Vec<Option<WidePipe>> =
-            pipes.iter().map(|c| WidePipe::take(&c.output)).collect();
-        // Other tests' runs may hold some meanwhile, so only the bound is certain.
-        assert!(
-            taken.iter().any(Option::is_none),
-            "one more than the budget"
-        );
-        assert!(WIDE_PIPES_IN_USE.load(Ordering::Acquire) <= WIDE_PIPES);
     }
 }
