@@ -94,8 +94,8 @@ fn main() -> BenchResult<()> {
     // One untimed pipe run each: the first runs pay one-off costs (allocation, cache, the spill
     // directory). The PTY rounds are long enough (seconds) for such costs not to matter.
     let pipe_out = work.path().join("pipe-out.log");
-    let quoted_out = shlex::try_quote(pipe_out.to_str().ok_or("TMPDIR must be UTF-8")?)?
-        .into_owned();
+    let quoted_out =
+        shlex::try_quote(pipe_out.to_str().ok_or("TMPDIR must be UTF-8")?)?.into_owned();
     pipe_baseline(&quoted, &quoted_out, &pipe_out)?;
     daemon.measure(daemon.client(["--no-tty", "--"]).arg("cat").arg(&input))?;
     println!("warm-up runs done");
