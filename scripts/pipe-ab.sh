@@ -17,22 +17,8 @@ set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,15p' "$0"; exit 2; }
 input=$1 rounds=$2
 shift 2
-work=$(mktemp -d)
-builds=("$@")
-stop_daemons() {
-    for j in "${!builds[@]}"; do
-        "${builds[$j]}" daemon stop --socket "$work/s$j" --data-dir "$work/data$j" \
-            >/dev/null 2>&1 || true
-    done
-    rm -rf "$work"
-}
-trap stop_daemons EXIT
-client() {
-    "${builds[$1]}" run --socket "$work/s$1" --data-dir "$work/data$1" "${@:2}"
-}
-for j in "${!builds[@]}"; do
-    client "$j" -- true >/dev/null
-done
+source "$(dirname "$0")/build-daemons.sh"
+start_daemons "$@"
 commands=(file null "${!builds[@]}")
 declare -A wall
 for round in $(seq "$rounds"); do

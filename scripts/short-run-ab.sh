@@ -14,22 +14,8 @@ set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,11p' "$0"; exit 2; }
 rounds=$1
 shift
-work=$(mktemp -d)
-builds=("$@")
-stop_daemons() {
-    for j in "${!builds[@]}"; do
-        "${builds[$j]}" daemon stop --socket "$work/s$j" --data-dir "$work/data$j" \
-            >/dev/null 2>&1 || true
-    done
-    rm -rf "$work"
-}
-trap stop_daemons EXIT
-client() {
-    "${builds[$1]}" run --socket "$work/s$1" --data-dir "$work/data$1" -- true
-}
-for j in "${!builds[@]}"; do
-    client "$j" >/dev/null
-done
+source "$(dirname "$0")/build-daemons.sh"
+start_daemons "$@"
 commands=(sh "${!builds[@]}")
 declare -A wall
 for round in $(seq "$rounds"); do
@@ -39,7 +25,7 @@ for round in $(seq "$rounds"); do
         if [ "$c" = sh ]; then
             sh -c true
         else
-            client "$c" >/dev/null
+            client "$c" -- true >/dev/null
         fi
         ended=${EPOCHREALTIME/./}
         wall[$c]+="$((ended - begun)) "
