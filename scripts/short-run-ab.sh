@@ -2,7 +2,9 @@
 # `sh -c true` against `spillway run -- true` for one or more spillway builds, ROUNDS times,
 # the order rotating each round so no build always runs after another. Prints the median and
 # fastest wall time of each (in ms, from bash's `EPOCHREALTIME`, which counts the shell's own
-# fork too, the same for every command), and each build's median minus `sh -c true`'s.
+# fork too, the same for every command), and each build's median minus `sh -c true`'s. With
+# COMMAND set (say `seq 2000`), that command instead of `true`: `sh -c COMMAND` against
+# `spillway run -c COMMAND`.
 #
 #   scripts/short-run-ab.sh ROUNDS BINARY...   e.g. scripts/short-run-ab.sh 400 \
 #       target/release/spillway /tmp/spillway-old
@@ -11,7 +13,9 @@
 # socket and data dir of its own in a temp dir, and stopped at the end), so a client and its
 # daemon always match. On a shared machine, compare builds only within one run of this script.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,11p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,13p' "$0"; exit 2; }
+command=${COMMAND:-true}
+if [ -n "${COMMAND:-}" ]; then how=(-c "$COMMAND"); else how=(-- true); fi
 rounds=$1
 shift
 source "$(dirname "$0")/build-daemons.sh"
@@ -23,9 +27,9 @@ for round in $(seq "$rounds"); do
         c=${commands[$(((k + round) % ${#commands[@]}))]}
         begun=${EPOCHREALTIME/./}
         if [ "$c" = sh ]; then
-            sh -c true
+            sh -c "$command" >/dev/null
         else
-            client "$c" -- true >/dev/null
+            client "$c" "${how[@]}" >/dev/null
         fi
         ended=${EPOCHREALTIME/./}
         wall[$c]+="$((ended - begun)) "
@@ -35,9 +39,9 @@ source "$(dirname "$0")/medians.sh"
 ms() { awk -v us="$1" 'BEGIN {printf "%.2f", us / 1000}'; }
 base=$(median "${wall[sh]}")
 printf '%-44s %10s %10s %10s\n' command "median ms" "fastest" "added ms"
-printf '%-44s %10s %10s %10s\n' "sh -c true" "$(ms "$base")" "$(ms "$(fastest "${wall[sh]}")")" -
+printf '%-44s %10s %10s %10s\n' "sh -c '$command'" "$(ms "$base")" "$(ms "$(fastest "${wall[sh]}")")" -
 for j in "${!builds[@]}"; do
     m=$(median "${wall[$j]}")
-    printf '%-44s %10s %10s %10s\n' "${builds[$j]} run -- true" "$(ms "$m")" \
+    printf '%-44s %10s %10s %10s\n' "${builds[$j]} run ${how[*]}" "$(ms "$m")" \
         "$(ms "$(fastest "${wall[$j]}")")" "$(ms $((m - base)))"
 done

@@ -21,7 +21,7 @@ use std::thread::{self, JoinHandle};
 
 mod writer;
 
-use writer::{Batch, Floor, Progress, Spare, write_batches};
+use writer::{Batch, BatchWriter, Floor, Progress, Spare, write_batches};
 pub use writer::{Prepared, TextReader};
 
 /// Environment variable naming the data directory.
@@ -225,6 +225,9 @@ pub(crate) fn ensure_private_dir(path: &Path) -> Result<(), SpillError> {
 /// Bytes gathered before a batch goes to the writer thread: large enough that bulk output
 /// costs few syscalls. A batch grows to it by need, so a run that prints little holds little.
 const BATCH_BYTES: usize = 128 * 1024;
+/// A batch this large is output in bulk: from the first such batch on, a thread of its own
+/// writes the spill. Smaller ones, before it, are written on the caller's thread.
+const BULK_BATCH: usize = BATCH_BYTES / 4;
 /// Batches queued for the writer at most (besides the one it writes); beyond that `write`
 /// waits, so memory stays bounded. One is enough for the writer never to wait on a busy
 /// capture: the capture fills the next batch while the writer writes one and one waits.
@@ -232,63 +235,97 @@ const BATCHES_IN_FLIGHT: usize = 1;
 
 /// An open spill file that records, rather than returns, its first write error.
 ///
-/// Writes go to a thread of their own in batches: copying into the page cache costs as much as
-/// everything else capture does, so on two cores overlapping the two nearly halves the time,
-/// and a slow disk never stalls the caller for more than the queue's depth.
+/// Output in bulk is written by a thread of its own, in batches: copying into the page cache
+/// costs as much as everything else capture does, so on two cores overlapping the two nearly
+/// halves the time, and a slow disk never stalls the caller for more than the queue's depth.
+/// That thread starts with the first batch of [`BULK_BATCH`] bytes or more. Until then each
+/// batch is written as it is sent, on the caller's thread: most commands print a few
+/// kilobytes, and for them a thread's start, a hand-off and a wait for the writer at the end
+/// (each a wake-up of a sleeping thread, 10-250 µs on a virtual machine) cost more than the
+/// write itself.
 #[derive(Debug)]
 pub struct SpillFile {
     path: PathBuf,
     batch: String,
     /// Newlines in `batch`.
     batch_newlines: u64,
-    queue: Option<SyncSender<Batch>>,
-    /// An emptied buffer the writer gave back, for the next batch.
+    sink: Sink,
+    /// An emptied buffer the writer thread gave back, for the next batch.
     spare: Spare,
-    writer: Option<JoinHandle<()>>,
     shared: Arc<(Mutex<Progress>, Condvar)>,
     /// Bytes handed to `write` so far.
     accepted: u64,
     /// The writer's progress as of the last `flush`.
     seen: Progress,
-    /// Scans what is written from now on for highlights, on the writer's thread.
+    /// Scans what is written from now on for highlights, where the batches are written.
     scanner: Option<Arc<dyn TextReader>>,
     /// Set once the file has reached its cap: later text goes to the scanner only.
     closed: bool,
 }
 
+/// Where a spill's batches are written.
+#[derive(Debug)]
+enum Sink {
+    /// On the caller's thread, as each is sent.
+    Here(BatchWriter),
+    /// On the writer thread, through its queue.
+    Thread {
+        queue: SyncSender<Batch>,
+        writer: JoinHandle<()>,
+    },
+    /// Nowhere: the spill is being dropped.
+    Gone,
+}
+
 impl SpillFile {
     fn new(path: PathBuf, file: File, floor: Option<Floor>) -> SpillFile {
-        let (queue, batches) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
-        let shared = Arc::new((Mutex::new(Progress::default()), Condvar::new()));
-        let progress = Arc::clone(&shared);
-        let spare = Spare::default();
-        let give_back = Arc::clone(&spare);
-        let spawned = thread::Builder::new()
-            .name("spill-writer".into())
-            .spawn(move || write_batches(file, floor, &batches, &give_back, &progress));
-        let (writer, seen) = match spawned {
-            Ok(handle) => (Some(handle), Progress::default()),
-            Err(e) => (
-                None,
-                Progress {
-                    error: Some(format!("cannot start the spill writer thread: {e}")),
-                    ..Progress::default()
-                },
-            ),
-        };
         SpillFile {
             path,
             batch: String::new(),
             batch_newlines: 0,
-            queue: writer.is_some().then_some(queue),
-            spare,
-            writer,
-            shared,
+            sink: Sink::Here(BatchWriter::new(file, floor)),
+            spare: Spare::default(),
+            shared: Arc::new((Mutex::new(Progress::default()), Condvar::new())),
             accepted: 0,
-            seen,
+            seen: Progress::default(),
             scanner: None,
             closed: false,
         }
+    }
+
+    /// Hands the writing to a thread of its own, from now on. If the thread cannot start,
+    /// the batches go on being written here.
+    fn start_writer_thread(&mut self) {
+        let Sink::Here(_) = self.sink else {
+            return;
+        };
+        let Sink::Here(writer) = std::mem::replace(&mut self.sink, Sink::Gone) else {
+            unreachable!("the sink was just seen to be here");
+        };
+        // The thread takes the writer from here as it starts: a thread that cannot start
+        // leaves it for this one.
+        let handed = Arc::new(Mutex::new(Some(writer)));
+        let (queue, batches) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+        let (taken, spare, shared) = (
+            Arc::clone(&handed),
+            Arc::clone(&self.spare),
+            Arc::clone(&self.shared),
+        );
+        let spawned = thread::Builder::new()
+            .name("spill-writer".into())
+            .spawn(move || {
+                if let Some(writer) = crate::sync::lock(&taken).take() {
+                    write_batches(writer, &batches, &spare, &shared);
+                }
+            });
+        self.sink = match spawned {
+            Ok(writer) => Sink::Thread { queue, writer },
+            Err(e) => {
+                tracing::warn!("cannot start a spill writer thread ({e}): writing on this one");
+                let writer = crate::sync::lock(&handed).take();
+                Sink::Here(writer.expect("a thread that did not start took nothing"))
+            }
+        };
     }
 
     /// Has `scanner` look for highlights in the bytes written from now on (the writer thread
@@ -334,7 +371,7 @@ impl SpillFile {
     /// one the writer gave back, or else a new one that the caller's next fill sizes by what
     /// it needs.
     pub fn write_owned(&mut self, mut text: String, newlines: u64) -> String {
-        if self.unwanted() || !self.batch.is_empty() || text.len() < BATCH_BYTES / 4 {
+        if self.unwanted() || !self.batch.is_empty() || text.len() < BULK_BATCH {
             self.write(&text, newlines);
             text.clear();
             return text;
@@ -371,14 +408,30 @@ impl SpillFile {
         self.dispatch(full, newlines);
     }
 
-    /// Queues `text` for the writer. Without a writer (it could not start) the text is
-    /// dropped, the error says why, and it is scanned here so no highlight is lost.
-    fn dispatch(&self, text: String, newlines: u64) {
+    /// Writes `text` here, or queues it for the writer thread, which it starts if `text` is
+    /// output in bulk ([`BULK_BATCH`]).
+    fn dispatch(&mut self, text: String, newlines: u64) {
+        if text.len() >= BULK_BATCH {
+            self.start_writer_thread();
+        }
+        let scan_only = self.closed;
         let scanner = self.scanner.clone();
-        match &self.queue {
-            Some(queue) => {
-                let scan_only = self.closed;
-                let here = self.writer_is_busy(text.len());
+        let shared = &*self.shared;
+        match &mut self.sink {
+            Sink::Here(writer) => {
+                // The scanner's work is all done here: this thread is the writer.
+                let prepared = scanner.as_ref().and_then(|s| s.prepare(&text, true));
+                let batch = Batch {
+                    text,
+                    newlines,
+                    prepared,
+                    scan_only,
+                    scanner,
+                };
+                writer.write(batch, None, shared);
+            }
+            Sink::Thread { queue, .. } => {
+                let here = writer_is_busy(shared, self.accepted, text.len());
                 let prepared = scanner.as_ref().and_then(|s| s.prepare(&text, here));
                 let _ = queue.send(Batch {
                     text,
@@ -388,30 +441,17 @@ impl SpillFile {
                     scanner,
                 });
             }
-            None => {
-                if let Some(scanner) = scanner {
-                    scanner.read(&text, newlines, None);
-                }
-            }
+            Sink::Gone => {}
         }
     }
 
-    /// Whether the writer is still at a batch before the one of `len` bytes about to go to it
-    /// (the last bytes accepted): then the scanner's work that needs only the text is better
-    /// done on this thread, which would otherwise wait for the queue; while the writer waits
-    /// for this batch, on the writer's.
-    fn writer_is_busy(&self, len: usize) -> bool {
-        let before = self.accepted.saturating_sub(len as u64);
-        crate::sync::lock(&self.shared.0).handled < before
-    }
-
     /// Waits until everything written so far is in the file (or has failed), and updates
-    /// [`SpillFile::written`] and [`SpillFile::error`].
+    /// [`SpillFile::written`] and [`SpillFile::error`]. Written here, it is there already.
     pub fn flush(&mut self) {
         self.send_batch();
         let (lock, wake) = &*self.shared;
         let mut progress = crate::sync::lock(lock);
-        while progress.handled < self.accepted && self.writer.is_some() {
+        while progress.handled < self.accepted && matches!(self.sink, Sink::Thread { .. }) {
             progress = crate::sync::wait(wake, progress);
         }
         self.seen = progress.clone();
@@ -477,11 +517,20 @@ impl SpillBytes {
 impl Drop for SpillFile {
     fn drop(&mut self) {
         self.send_batch();
-        self.queue = None;
-        if let Some(writer) = self.writer.take() {
+        if let Sink::Thread { queue, writer } = std::mem::replace(&mut self.sink, Sink::Gone) {
+            drop(queue);
             let _ = writer.join();
         }
     }
+}
+
+/// Whether the writer thread is still at a batch before the one of `len` bytes about to go to
+/// it (the last of the `accepted` bytes): then the scanner's work that needs only the text is
+/// better done on the sender's thread, which would otherwise wait for the queue; while the
+/// writer waits for this batch, on the writer's.
+fn writer_is_busy(shared: &(Mutex<Progress>, Condvar), accepted: u64, len: usize) -> bool {
+    let before = accepted.saturating_sub(len as u64);
+    crate::sync::lock(&shared.0).handled < before
 }
 
 /// The text of the spill file at `path` when it holds exactly `bytes` bytes (no more than one
@@ -576,6 +625,140 @@ mod tests {
         assert_eq!(fs::read_to_string(spill.path()).unwrap(), expected);
     }
 
+    #[test]
+    fn output_a_little_at_a_time_is_written_without_a_thread() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let mut spill = dir.create_spill().unwrap();
+        let mut expected = String::new();
+        for i in 0..200 {
+            let line = format!("line {i}\n");
+            spill.write(&line, 1);
+            expected.push_str(&line);
+            if i % 7 == 0 {
+                // A reader about to wait for more output hands what it has on.
+                spill.hand_off();
+                assert_eq!(
+                    spill.in_file(),
+                    expected.len() as u64,
+                    "in the file at once"
+                );
+            }
+        }
+        spill.flush();
+        assert!(matches!(spill.sink, Sink::Here(_)), "no writer thread");
+        assert_eq!(spill.written(), expected.len() as u64);
+        assert_eq!(fs::read_to_string(spill.path()).unwrap(), expected);
+        // The first batch of bulk output starts the thread, which writes on after the rest.
+        let bulk = "b".repeat(BULK_BATCH);
+        let back = spill.write_owned(bulk.clone(), 0);
+        assert!(back.is_empty());
+        assert!(matches!(spill.sink, Sink::Thread { .. }), "a writer thread");
+        spill.write("after\n", 1);
+        spill.flush();
+        expected.push_str(&bulk);
+        expected.push_str("after\n");
+        assert_eq!(spill.written(), expected.len() as u64);
+        assert_eq!(fs::read_to_string(spill.path()).unwrap(), expected);
+    }
+
+    /// A scanner that numbers the pieces it prepares and keeps what it reads with them.
+    #[derive(Debug, Default)]
+    struct Numbering {
+        prepared: std::sync::atomic::AtomicUsize,
+        read: Mutex<Vec<(String, Option<usize>)>>,
+    }
+
+    impl TextReader for Numbering {
+        fn prepare(&self, _: &str, _: bool) -> Option<Prepared> {
+            let n = self
+                .prepared
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Some(Box::new(n))
+        }
+
+        fn read(&self, text: &str, _: u64, prepared: Option<Prepared>) {
+            let n = prepared
+                .and_then(|p| p.downcast::<usize>().ok())
+                .map(|n| *n);
+            crate::sync::lock(&self.read).push((text.to_string(), n));
+        }
+    }
+
+    #[test]
+    fn every_batch_reaches_the_scanner_prepared_and_in_order_wherever_it_is_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let mut spill = dir.create_spill().unwrap();
+        let numbering = Arc::new(Numbering::default());
+        spill.scan_with(Some(Arc::clone(&numbering) as Arc<dyn TextReader>));
+        let mut sent = Vec::new();
+        for (i, len) in [10, 20, BULK_BATCH, 30, BATCH_BYTES, 5]
+            .into_iter()
+            .enumerate()
+        {
+            let text = char::from(b'a' + i as u8).to_string().repeat(len);
+            sent.push(text.clone());
+            let _ = spill.write_owned(text, 0);
+            spill.hand_off();
+        }
+        spill.flush();
+        let read = crate::sync::lock(&numbering.read).clone();
+        let numbered: Vec<(String, Option<usize>)> = sent
+            .into_iter()
+            .enumerate()
+            .map(|(n, t)| (t, Some(n)))
+            .collect();
+        assert!(
+            read == numbered,
+            "each piece once, in order, prepared in order"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Whatever the mix of small writes, buffers handed over whole, hand-offs and flushes,
+        /// and so wherever the writing moves to a thread, the file holds every byte in order.
+        #[test]
+        fn every_mix_of_writes_lands_whole_and_in_order(
+            ops in proptest::collection::vec((0usize..4, 0usize..(2 * BATCH_BYTES)), 1..24)
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = DataDir::open(tmp.path()).unwrap();
+            let mut spill = dir.create_spill().unwrap();
+            let mut expected = String::new();
+            let mut owned = String::new();
+            for (n, (op, len)) in ops.into_iter().enumerate() {
+                let byte = char::from(b'a' + (n % 26) as u8);
+                match op {
+                    0 => {
+                        let text = byte.to_string().repeat(len % 5000);
+                        spill.write(&text, 0);
+                        expected.push_str(&text);
+                    }
+                    1 => {
+                        owned.extend(std::iter::repeat_n(byte, len));
+                        expected.push_str(&owned);
+                        owned = spill.write_owned(owned, 0);
+                        proptest::prop_assert!(owned.is_empty());
+                    }
+                    2 => spill.hand_off(),
+                    _ => {
+                        spill.flush();
+                        proptest::prop_assert_eq!(spill.written(), expected.len() as u64);
+                    }
+                }
+            }
+            spill.flush();
+            proptest::prop_assert_eq!(spill.written(), expected.len() as u64);
+            proptest::prop_assert_eq!(spill.error(), None);
+            let path = spill.path().to_path_buf();
+            drop(spill);
+            proptest::prop_assert!(fs::read_to_string(path).unwrap() == expected);
+        }
+    }
+
     /// Polls (at most 10 s) until `done` holds of the writer's spare buffer.
     fn spare_becomes(spill: &SpillFile, done: impl Fn(Option<&String>) -> bool) -> bool {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -600,9 +783,11 @@ mod tests {
         // Given back once written, for the next batch, and freed when none follows: a quiet
         // run holds no batch. (Whether it was seen in between depends on this thread's luck.)
         assert!(spare_becomes(&spill, |s| s.is_none()));
-        let back = spill.write_owned("y".repeat(BATCH_BYTES), 0);
-        assert_eq!(back.capacity(), 0, "nothing held to give back");
-        assert_eq!(spill.written(), BATCH_BYTES as u64);
+        // Output after the pause is written as before. (What `write_owned` returns now may be
+        // this very batch's buffer, if the writer was quicker than this thread.)
+        let _ = spill.write_owned("y".repeat(BATCH_BYTES), 0);
+        spill.flush();
+        assert_eq!(spill.written(), 2 * BATCH_BYTES as u64);
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The spill's writer thread: batches written to the file (as far as the disk's floor
-//! admits), handed to the [`TextReader`] that scans them there, and the progress the writer
-//! reports back.
+//! Writing a spill's batches: each written to the file (as far as the disk's floor admits),
+//! handed to the [`TextReader`] that scans it, and the progress reported back; on the
+//! caller's thread while output comes a little at a time, on a writer thread of its own once
+//! it comes in bulk (see [`super::SpillFile`]).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -120,18 +121,32 @@ pub(super) struct Progress {
     pub(super) error: Option<String>,
 }
 
-/// The writer thread: writes batches until the queue closes, stops writing at the first error
-/// or at the disk's floor (but keeps draining, and scanning, so the sender never blocks and no
-/// highlight is lost), and reports progress after each batch, once it is scanned.
-pub(super) fn write_batches(
-    file: File,
-    mut floor: Option<Floor>,
-    batches: &Receiver<Batch>,
-    spare: &Spare,
-    shared: &(Mutex<Progress>, Condvar),
-) {
-    let mut file = Some(file);
-    while let Some(batch) = next_batch(batches, spare) {
+/// Writes batches to the file, stops writing at the first error or at the disk's floor (but
+/// goes on scanning, so that no highlight is lost), and reports progress after each batch,
+/// once it is scanned. The same on whichever thread it runs.
+#[derive(Debug)]
+pub(super) struct BatchWriter {
+    /// `None` once a write has failed.
+    file: Option<File>,
+    floor: Option<Floor>,
+}
+
+impl BatchWriter {
+    pub(super) fn new(file: File, floor: Option<Floor>) -> BatchWriter {
+        BatchWriter {
+            file: Some(file),
+            floor,
+        }
+    }
+
+    /// Writes and scans `batch`, gives its emptied buffer back to `spare` if given, and tells
+    /// `shared` how far it got.
+    pub(super) fn write(
+        &mut self,
+        batch: Batch,
+        spare: Option<&Spare>,
+        shared: &(Mutex<Progress>, Condvar),
+    ) {
         let Batch {
             text,
             newlines,
@@ -139,8 +154,8 @@ pub(super) fn write_batches(
             scan_only,
             scanner,
         } = batch;
-        let result = match file.as_mut() {
-            Some(f) if !scan_only => Some(write_admitted(f, floor.as_mut(), &text)),
+        let result = match self.file.as_mut() {
+            Some(f) if !scan_only => Some(write_admitted(f, self.floor.as_mut(), &text)),
             _ => None,
         };
         if let Some(scanner) = scanner {
@@ -148,7 +163,9 @@ pub(super) fn write_batches(
         }
         let len = text.len() as u64;
         // Given back before the progress is told: a flush that returns finds it there.
-        give_back(spare, text);
+        if let Some(spare) = spare {
+            give_back(spare, text);
+        }
         let (lock, wake) = shared;
         let mut progress = crate::sync::lock(lock);
         progress.handled += len;
@@ -156,7 +173,8 @@ pub(super) fn write_batches(
             Some(Ok(())) => progress.written += len,
             Some(Err(e)) => {
                 // Part of the batch may have landed: report what is really on disk.
-                if let Some(len) = file.take().and_then(|f| f.metadata().ok()).map(|m| m.len()) {
+                let file = self.file.take();
+                if let Some(len) = file.and_then(|f| f.metadata().ok()).map(|m| m.len()) {
                     progress.written = len;
                 }
                 progress.error = Some(e);
@@ -165,6 +183,19 @@ pub(super) fn write_batches(
         }
         drop(progress);
         wake.notify_all();
+    }
+}
+
+/// The writer thread: writes batches until the queue closes, giving each emptied buffer back
+/// as the spare for the next.
+pub(super) fn write_batches(
+    mut writer: BatchWriter,
+    batches: &Receiver<Batch>,
+    spare: &Spare,
+    shared: &(Mutex<Progress>, Condvar),
+) {
+    while let Some(batch) = next_batch(batches, spare) {
+        writer.write(batch, Some(spare), shared);
     }
 }
 
