@@ -161,6 +161,24 @@ fn runs_record_their_tokens_and_stats_sums_them() {
     assert!(text.contains("by day (last 14 days):"), "{text}");
 }
 
+/// The tokens are counted after the `exit` is sent (1 MB takes tens of ms to count), and
+/// `history` and `stats` wait for the counts of the runs ended before them: asked at once,
+/// they have the run's exact count.
+#[test]
+fn a_run_s_tokens_are_there_as_soon_as_its_exit_is_given() {
+    let daemon = TestDaemon::start();
+    // Just under the exact bound, so counted exactly: the slowest count there is.
+    let exit = run(&daemon, &["--", "seq", "1", "150000"]);
+    let row = history(&daemon)[exit["id"].as_str().unwrap()].clone();
+    let output = std::fs::read_to_string(spill_path(&exit)).unwrap();
+    assert!(output.len() <= tokens::EXACT_MAX_BYTES, "{}", output.len());
+    assert_eq!(row["output_tokens_estimated"], false, "{row}");
+    assert_eq!(number(&row["output_tokens"]), tokens::count(&output) as u64);
+    let exit = run(&daemon, &["--", "seq", "1", "140000"]);
+    let tokens = stats(&daemon, &[]);
+    assert_eq!(number(&tokens["runs"]), 2, "{tokens} after {}", exit["id"]);
+}
+
 #[test]
 fn a_huge_output_records_an_estimate_close_to_the_real_count() {
     let daemon = TestDaemon::start();

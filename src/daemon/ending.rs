@@ -1,6 +1,7 @@
 //! A run's end: its preview annotated with what was stopped and which limits were hit, its
-//! record completed in the index (tokens counted), its `exit` event published to everyone
-//! waiting on it, and the run retired from the runs in flight.
+//! end recorded in the index, its `exit` event published to everyone waiting on it, the run
+//! retired from the runs in flight, and then its tokens counted and recorded
+//! ([`super::token_counts`]).
 
 use std::sync::Arc;
 
@@ -16,61 +17,73 @@ use super::runs::RunEntry;
 use super::state::Daemon;
 use crate::protocol::time::wire_time;
 
-/// Previews up to this long have their tokens counted on the runtime's thread (tens of
-/// microseconds); longer ones on a blocking thread.
-const INLINE_COUNT_BYTES: usize = 4096;
-
-/// Waits for a run to end, records it, tells everyone waiting, and retires it.
+/// Waits for a run to end, records it, tells everyone waiting, retires it, and counts its
+/// tokens.
 pub(super) async fn watch_run(
     daemon: Arc<Daemon>,
     entry: Arc<RunEntry>,
     finished: oneshot::Receiver<Finished>,
 ) {
     let id = entry.id.clone();
-    let last = match finished.await {
+    let (last, output) = match finished.await {
         Ok(mut finished) => {
             tracing::info!(id = %id, status = finished.status.as_str(), "run ended");
             annotate(&mut finished);
             let outcome = record_end(&daemon, &id, &finished).await;
             note_unrecorded(&mut finished, &id, &outcome);
-            exit_event(id.clone(), finished)
+            let (exit, output) = exit_event(id.clone(), finished);
+            (exit, Some(output))
         }
-        Err(_) => Event::error(ErrorCode::Internal, format!("run {id} was lost")),
+        Err(_) => (
+            Event::error(ErrorCode::Internal, format!("run {id} was lost")),
+            None,
+        ),
     };
     let last = Arc::new(last);
+    // Noted before the run is retired: whoever then sees it ended waits for its count.
+    let counting = daemon.token_counts.start();
     entry.done.send_replace(Some(Arc::clone(&last)));
-    daemon.retire(&entry, last);
+    daemon.retire(&entry, Arc::clone(&last));
+    if let (Event::Exit(exit), Some(output)) = (&*last, output) {
+        record_tokens(&daemon, &id, exit.preview.clone(), output).await;
+    }
+    drop(counting);
 }
 
-/// Completes a run's record (see [`Recorder`](super::recorder::Recorder): a busy index delays it, never loses it).
-/// `finished.preview` is the one clients are given (annotated), whose tokens are counted
-/// here: cheap, as previews are bounded (and measured from a sample past
-/// [`tokens::EXACT_MAX_BYTES`], which only a `max_bytes` over it allows), with what its
-/// template folds saved ([`savings`]).
+/// Records how a run ended (see [`Recorder`](super::recorder::Recorder): a busy index delays
+/// it, never loses it), its tokens left for [`record_tokens`].
 async fn record_end(daemon: &Daemon, id: &RunId, finished: &Finished) -> Outcome {
-    let preview = &finished.preview;
-    let output = finished.output_tokens;
-    // A short preview without folds (a short run's) is counted at once: less than a hop to
-    // another thread. Folds may need their lines counted, which is a blocking thread's work.
-    let counted = if preview.content.len() <= INLINE_COUNT_BYTES && preview.folds.is_empty() {
-        Ok(run_tokens(preview, output))
-    } else {
-        let preview = preview.clone();
-        tokio::task::spawn_blocking(move || run_tokens(&preview, output)).await
-    };
-    let tokens = counted.ok();
     let ending = Ending {
         ended_at: finished.ended_at,
         status: finished.status,
         exit_code: finished.exit_code,
         signal: finished.signal,
     };
-    let end = RunEnd::new(ending, &finished.preview, tokens);
+    let end = RunEnd::new(ending, &finished.preview, None);
     daemon.recorder.record(Record::End(id.clone(), end)).await
 }
 
-/// The tokens of a run whose output counted `output` and whose final preview is `preview`.
-fn run_tokens(preview: &Preview, output: tokens::Count) -> RunTokens {
+/// Counts the tokens of a run's `output` and of `preview`, the one its clients were given
+/// (annotated), with what its template folds saved ([`savings`]), on a blocking thread, and
+/// records them.
+async fn record_tokens(daemon: &Daemon, id: &RunId, preview: Preview, output: tokens::OutputText) {
+    let counted = tokio::task::spawn_blocking(move || run_tokens(&preview, &output)).await;
+    let Ok(tokens) = counted else {
+        tracing::warn!(id = %id, "counting the run's tokens failed");
+        return;
+    };
+    let outcome = daemon
+        .recorder
+        .record(Record::Tokens(id.clone(), tokens))
+        .await;
+    if let Outcome::Unrecorded(why) | Outcome::EndUnrecorded(why) = outcome {
+        tracing::debug!(id = %id, "the run's tokens are not in the index: {why}");
+    }
+}
+
+/// The tokens of a run whose output is `output` and whose final preview is `preview`.
+fn run_tokens(preview: &Preview, output: &tokens::OutputText) -> RunTokens {
+    let output = output.count();
     let shown = tokens::measure(&preview.content);
     RunTokens {
         output: output.tokens,
@@ -82,10 +95,11 @@ fn run_tokens(preview: &Preview, output: tokens::Count) -> RunTokens {
     }
 }
 
-/// The `exit` event of a run whose preview has been [`annotate`]d.
-fn exit_event(id: RunId, f: Finished) -> Event {
+/// The `exit` event of a run whose preview has been [`annotate`]d, and what is left to count
+/// of its output.
+fn exit_event(id: RunId, f: Finished) -> (Event, tokens::OutputText) {
     let duration_ms = (f.ended_at - f.started_at).num_milliseconds().max(0) as u64;
-    Event::Exit(Box::new(ExitEvent {
+    let exit = Event::Exit(Box::new(ExitEvent {
         id,
         status: f.status,
         exit_code: f.exit_code,
@@ -97,7 +111,8 @@ fn exit_event(id: RunId, f: Finished) -> Event {
         stopped: f.stopped,
         limits_hit: f.limits_hit,
         preview: f.preview,
-    }))
+    }));
+    (exit, f.output)
 }
 
 /// Tells the model, in the preview's notice, what was stopped and which limits were hit.

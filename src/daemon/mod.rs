@@ -59,6 +59,7 @@ mod socket;
 mod spill_file;
 mod state;
 mod times;
+mod token_counts;
 mod verbs;
 
 /// Settings of one daemon, resolved from flags and environment.

@@ -35,7 +35,7 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 
 use crate::protocol::RunId;
-use crate::storage::index::{Index, IndexError, NewRun, RunEnd};
+use crate::storage::index::{Index, IndexError, NewRun, RunEnd, RunTokens};
 use crate::storage::space::Space;
 
 use crate::sync::lock;
@@ -53,13 +53,15 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 pub(super) enum Record {
     Start(NewRun),
     End(RunId, RunEnd),
+    /// Its tokens, counted after its end ([`super::token_counts`]).
+    Tokens(RunId, RunTokens),
 }
 
 impl Record {
     fn id(&self) -> &RunId {
         match self {
             Record::Start(run) => &run.id,
-            Record::End(id, _) => id,
+            Record::End(id, _) | Record::Tokens(id, _) => id,
         }
     }
 }
@@ -311,6 +313,16 @@ impl Books {
                 match writer.write(|index| index.finish_run(&id, &end)) {
                     None => Applied::Locked(Record::End(id, end)),
                     Some(Outcome::Unrecorded(why)) => Applied::Done(Outcome::EndUnrecorded(why)),
+                    Some(outcome) => Applied::Done(outcome),
+                }
+            }
+            // A run whose start was left out has no row for its tokens to go in.
+            Record::Tokens(id, _) if self.unstarted.contains_key(&id) => {
+                Applied::Done(Outcome::Unrecorded("its start is not in the index".into()))
+            }
+            Record::Tokens(id, tokens) => {
+                match writer.write(|index| index.record_tokens(&id, &tokens)) {
+                    None => Applied::Locked(Record::Tokens(id, tokens)),
                     Some(outcome) => Applied::Done(outcome),
                 }
             }

@@ -28,6 +28,7 @@ use crate::sync::lock;
 use super::errors::{error, internal, unknown_run};
 use super::recorder::Recorder;
 use super::runs::{Found, Registry, RunEntry};
+use super::token_counts::{SETTLE_PATIENCE, TokenCounts};
 
 /// How long shutdown waits, past the kill grace, for runs to wind up and clients to be told.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
@@ -43,6 +44,8 @@ pub struct Daemon {
     pub(super) index: Arc<Mutex<Index>>,
     /// Writes runs' starts and ends, with a connection of its own.
     pub(super) recorder: Recorder,
+    /// Ended runs' token counts under way.
+    pub(super) token_counts: TokenCounts,
     /// The data directory's disk: its reserve, and why a run could not be recorded.
     pub(super) space: Arc<Space>,
     /// Greps searching at once (see [`grep_permits`]), out of `grep_slots`.
@@ -148,6 +151,7 @@ impl Daemon {
             data_dir,
             index: Arc::new(Mutex::new(index)),
             recorder: Recorder::start(records, Arc::clone(&settings.space))?,
+            token_counts: TokenCounts::new(),
             space: settings.space,
             greps: Arc::new(Semaphore::new(grep_permits())),
             grep_slots: grep_permits(),
@@ -168,6 +172,14 @@ impl Daemon {
             identity: Identity::now(settings.socket),
             stop: settings.stop,
         })
+    }
+
+    /// Waits (at most [`SETTLE_PATIENCE`]) for the tokens of the runs ended so far to be in
+    /// the index, for a reader of the token accounting (see [`super::token_counts`]).
+    pub(super) async fn settle_token_counts(&self) {
+        if !self.token_counts.settled(SETTLE_PATIENCE).await {
+            tracing::warn!("some ended runs' tokens are still being counted: answering without");
+        }
     }
 
     /// Runs `work` on the index, blocking (see [`crate::blocking`]).
@@ -253,6 +265,7 @@ impl Daemon {
 
     /// Waits (bounded) for the runs' records to be written, at shutdown.
     pub async fn flush_records(&self) {
+        self.settle_token_counts().await;
         let left = self.recorder.flush(SHUTDOWN_RECORDS).await;
         if left > 0 {
             tracing::error!(

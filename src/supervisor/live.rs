@@ -221,10 +221,12 @@ impl Live {
     }
 
     /// The output has ended: commits the last line, flushes the spill, closes the input, and
-    /// returns the whole output's model tokens (see [`Capture::output_tokens`]). The final
+    /// returns what the token accounting counts of the whole output, uncounted (see
+    /// [`Capture::output_text`]): counting takes longer than everything else a run's end does,
+    /// and nothing the run's client is told needs it. The final
     /// preview is built once the command's end is known ([`Live::final_preview`]). The raw
     /// channel closes when `self` is dropped.
-    pub fn finish(&self) -> tokens::Count {
+    pub fn finish(&self) -> tokens::OutputText {
         self.ended.store(true, Ordering::SeqCst);
         // A send in progress holds the input: it sees `ended` and lets go; the descriptor is
         // closed with `self` then.
@@ -237,8 +239,7 @@ impl Live {
             engine.capture().totals()
         };
         self.publish(bytes, lines);
-        // Followers have been told the output is complete: counting makes only the exit wait.
-        self.engine().capture().output_tokens()
+        self.engine().capture().output_text()
     }
 
     /// The preview of the whole output, after [`Live::finish`], its needles ranked knowing how

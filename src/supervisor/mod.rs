@@ -236,8 +236,10 @@ pub struct Finished {
     pub ended_at: chrono::DateTime<Utc>,
     /// The preview, its next steps named as command lines ([`crate::program::CliSteps`]).
     pub preview: Preview,
-    /// The model tokens of the whole output (see [`crate::engine::capture::Capture::output_tokens`]).
-    pub output_tokens: tokens::Count,
+    /// What the token accounting counts of the whole output
+    /// ([`crate::engine::capture::Capture::output_text`]): counted after the run's `exit` has
+    /// been given, which it is not part of.
+    pub output: tokens::OutputText,
     /// What the command left running when it ended, which was then stopped.
     pub stopped: Vec<StoppedProcess>,
     /// The resource limits the run reached.

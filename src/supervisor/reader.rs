@@ -89,15 +89,16 @@ impl Reader {
         }
     }
 
-    /// Reads the output to its end; returns the preview and the output's tokens, and the
-    /// output for the waiter to close once the command has exited.
+    /// Reads the output to its end; returns the run's live state and what the token
+    /// accounting counts of its output, and the output for the waiter to close once the
+    /// command has exited.
     pub(super) fn run(mut self) -> (Finish, Output) {
         if let Err(e) = self.pump() {
             tracing::warn!(run = %self.drain.shared.id, "reading the output failed: {e}");
         }
         self.wide = None;
-        let tokens = self.live.finish();
-        ((self.live, tokens), self.output)
+        let output = self.live.finish();
+        ((self.live, output), self.output)
     }
 
     /// Reads until the end of the output, or until the drain runs out of patience.

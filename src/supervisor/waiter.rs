@@ -26,8 +26,9 @@ use super::{Finished, Shared};
 pub(super) const REAP_PATIENCE: Duration = Duration::from_secs(1);
 
 /// What the reader hands the waiter when the output has ended: the run's live state, whose
-/// final preview waits for the command's end, and the whole output's model tokens.
-pub(super) type Finish = (Arc<Live>, tokens::Count);
+/// final preview waits for the command's end, and what the token accounting counts of the
+/// output.
+pub(super) type Finish = (Arc<Live>, tokens::OutputText);
 
 /// The waiter thread: learns of the leader's exit, then, once the reader is done, reaps the
 /// leader and the group and sends the result.
@@ -92,7 +93,7 @@ impl Waiter {
                 }),
         );
         let ended_at = Utc::now();
-        let (live, output_tokens) = match read {
+        let (live, output) = match read {
             // The output is closed only now, after the command's exit: closing a PTY's master
             // hangs the terminal up, and the command, which may have closed its own copies
             // and gone on, would get SIGHUP.
@@ -112,7 +113,7 @@ impl Waiter {
             started_at: self.started_at,
             ended_at,
             preview,
-            output_tokens,
+            output,
             stopped,
             limits_hit,
             limits_note: self.shared.limits_note.clone(),

@@ -23,6 +23,7 @@ pub(in crate::daemon) async fn apply(
 }
 
 async fn history(r: HistoryRequest, daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    daemon.settle_token_counts().await;
     let filter = HistoryFilter {
         since: r.since,
         until: r.until,

@@ -20,6 +20,7 @@ pub(in crate::daemon) async fn apply(
 }
 
 async fn stats(daemon: &Daemon) -> Result<Event, ErrorEvent> {
+    daemon.settle_token_counts().await;
     let index = daemon.with_index(|index| index.stats()).await?;
     // The token accounting's days: today (UTC) and the ones before it.
     let today = chrono::Utc::now().date_naive();

@@ -7,8 +7,9 @@
 //! [`crate::engine::preview`], at the end of a run or while it is still going.
 //!
 //! For the run's token accounting it also keeps a bounded [`Sampler`] of the output, evenly
-//! spread over it, and [`Capture::output_tokens`] counts the whole output's model tokens at the
-//! end: exactly while that is cheap, from the sample beyond.
+//! spread over it, and [`Capture::output_text`] gives what counting the whole output's model
+//! tokens takes at the end: the output itself while counting it exactly is cheap, the sample
+//! beyond.
 //!
 //! Line counting follows one rule everywhere in spillway: `"a\nb\n"` and `"a\nb"` are both two
 //! lines, `""` is none.
@@ -231,18 +232,6 @@ impl Capture {
             file.flush();
         }
         self.scanner.finish();
-    }
-
-    /// The model tokens of the whole output; call once it has ended ([`Capture::finish`]).
-    pub fn output_tokens(&self) -> tokens::Count {
-        match self.whole_text() {
-            Some(text) => tokens::measure(&text),
-            // Counted in place: no copy of the samples.
-            None => tokens::Count {
-                tokens: self.sampler.estimate(self.total_bytes),
-                estimated: true,
-            },
-        }
     }
 
     /// What counting the whole output's tokens takes ([`tokens::OutputText`]); call once it
@@ -637,7 +626,7 @@ mod tests {
                 c.write(std::str::from_utf8(piece).unwrap());
             }
             c.finish();
-            c.output_tokens()
+            c.output_text().count()
         };
         let exact = |text: &str| tokens::Count {
             tokens: tokens::count(text) as u64,

@@ -22,10 +22,11 @@ use crate::engine::o200k;
 /// Measured with `cargo bench --bench tokens` on this project's 2-core machine (release
 /// build, other builds running): o200k counts 13-21 MB/s (generated log text 21.4, source
 /// code 20.2, `seq` output 12.8; `tiktoken-rs`'s own encoder 22.1, 20.8 and 13.2 in the same
-/// run), so 1 MiB takes 50-85 ms, and 100 MB would take 5-8 s. A daemon's run pays the count
-/// where it ends, before its `exit` is sent (`spillway truncate` leaves it to a child
-/// process): ordinary runs, shown whole in a 50 KiB preview, pay a few ms, and a run that
-/// printed up to 1 MiB at most about a tenth of a second. Past the bound the [`Sampler`]'s
+/// run), so 1 MiB takes 50-85 ms, and 100 MB would take 5-8 s. No run waits for the count: a
+/// daemon's run counts after its `exit` has been sent (`crate::daemon`'s token counts), and
+/// `spillway truncate` leaves it to a child process; but it is CPU a run's end spends, a few
+/// ms for an ordinary run shown whole in a 50 KiB preview, and up to about a tenth of a second
+/// for one that printed up to 1 MiB. Past the bound the [`Sampler`]'s
 /// 128 KiB cost a fixed 6-10 ms however long the output, and came within 0.7 % of the exact
 /// count on all three texts: counting more of it exactly would buy little for a cost that
 /// grows with it.
