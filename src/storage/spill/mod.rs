@@ -578,6 +578,13 @@ mod tests {
         }
     }
 
+    /// A new spill in a data directory of its own, which lives as long as the guard.
+    fn new_spill() -> (tempfile::TempDir, SpillFile) {
+        let tmp = tempfile::tempdir().unwrap();
+        let spill = DataDir::open(tmp.path()).unwrap().create_spill().unwrap();
+        (tmp, spill)
+    }
+
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().mode() & 0o777
     }
@@ -600,9 +607,7 @@ mod tests {
 
     #[test]
     fn mixed_small_and_handed_over_writes_keep_their_order() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = DataDir::open(tmp.path()).unwrap();
-        let mut spill = dir.create_spill().unwrap();
+        let (_tmp, mut spill) = new_spill();
         let mut expected = String::new();
         let mut buf = String::new();
         for i in 0..40u8 {
@@ -627,9 +632,7 @@ mod tests {
 
     #[test]
     fn output_a_little_at_a_time_is_written_without_a_thread() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = DataDir::open(tmp.path()).unwrap();
-        let mut spill = dir.create_spill().unwrap();
+        let (_tmp, mut spill) = new_spill();
         let mut expected = String::new();
         for i in 0..200 {
             let line = format!("line {i}\n");
@@ -687,9 +690,7 @@ mod tests {
 
     #[test]
     fn every_batch_reaches_the_scanner_prepared_and_in_order_wherever_it_is_written() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = DataDir::open(tmp.path()).unwrap();
-        let mut spill = dir.create_spill().unwrap();
+        let (_tmp, mut spill) = new_spill();
         let numbering = Arc::new(Numbering::default());
         spill.scan_with(Some(Arc::clone(&numbering) as Arc<dyn TextReader>));
         let mut sent = Vec::new();
@@ -724,9 +725,7 @@ mod tests {
         fn every_mix_of_writes_lands_whole_and_in_order(
             ops in proptest::collection::vec((0usize..4, 0usize..(2 * BATCH_BYTES)), 1..24)
         ) {
-            let tmp = tempfile::tempdir().unwrap();
-            let dir = DataDir::open(tmp.path()).unwrap();
-            let mut spill = dir.create_spill().unwrap();
+            let (_tmp, mut spill) = new_spill();
             let mut expected = String::new();
             let mut owned = String::new();
             for (n, (op, len)) in ops.into_iter().enumerate() {
@@ -773,9 +772,7 @@ mod tests {
 
     #[test]
     fn the_writers_spare_buffer_is_freed_once_output_pauses() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = DataDir::open(tmp.path()).unwrap();
-        let mut spill = dir.create_spill().unwrap();
+        let (_tmp, mut spill) = new_spill();
         let text = "x".repeat(BATCH_BYTES);
         let back = spill.write_owned(text, 0);
         assert!(back.is_empty());
