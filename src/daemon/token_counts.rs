@@ -1,8 +1,9 @@
 //! The token counts of ended runs, taken after their `exit` has been given.
 //!
-//! Counting a run's output and preview in o200k tokens, for the token accounting, takes longer
-//! than everything else its end does (13-21 MB/s: 7 ms for the 14 KB of `seq 3000`, 50 ms for
-//! 170 KB), and nothing the run's client is told needs it. So a run's end is recorded and its
+//! Counting a run's output and preview in o200k tokens, for the token accounting, took longer
+//! than everything else its end did (at 13-21 MB/s: 7 ms for the 14 KB of `seq 3000`, 50 ms
+//! for 170 KB; it is some four times as fast since), and nothing the run's client is told
+//! needs it. So a run's end is recorded and its
 //! `exit` given first, and its tokens are counted and recorded after. What reads the token
 //! accounting (`history`, `stats`) waits first for the counts of the runs that had ended when
 //! it asked, so a client that was told its run ended still finds the run's tokens there; a
