@@ -17,12 +17,12 @@ use crate::engine::capture::{Capture, Limits, Outcome, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
 use crate::engine::redact::{self, Redactor, Warm};
-use crate::engine::savings::{folded_tokens, spilled_output};
+use crate::engine::savings::{run_tokens, spilled_output};
 use crate::engine::tokens::OutputText;
 use crate::program::CliSteps;
 use crate::protocol::{Direction, Preview, RunId, RunStatus};
 use crate::read_buffer::ReadBuffer;
-use crate::storage::index::{Ending, INDEX_FILE, Index, NewRun, RunEnd, RunTokens};
+use crate::storage::index::{Ending, INDEX_FILE, Index, NewRun, RunEnd};
 use crate::storage::read::{self, ReadRequest};
 use crate::storage::spill::{DATA_DIR_ENV, DataDir};
 
@@ -309,18 +309,7 @@ fn job_file(job: &[u8]) -> io::Result<std::fs::File> {
 pub(crate) fn count_tokens(args: CountTokensArgs) -> Result<ExitCode> {
     let job = TokenJob::read_from(io::stdin().lock()).context("reading the token job")?;
     let (preview, text) = job.output()?;
-    let output = text.count();
-    let shown = crate::engine::tokens::measure(&preview.content);
-    let whole = || match text {
-        OutputText::Whole(text) => Some(text),
-        OutputText::Sampled { .. } => None,
-    };
-    let tokens = RunTokens {
-        output: output.tokens,
-        preview: shown.tokens,
-        output_estimated: output.estimated || shown.estimated,
-        folded: folded_tokens(&preview, output, shown.tokens, whole),
-    };
+    let tokens = run_tokens(&preview, text);
     let mut index = Index::open(&args.data_dir.join(INDEX_FILE))?;
     index.keep_log_on_close()?;
     index.record_tokens(&args.id, &tokens)?;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use crate::engine::{savings, tokens};
-use crate::protocol::{ErrorCode, Event, ExitEvent, Preview, RunId};
-use crate::storage::index::{Ending, RunEnd, RunTokens};
+use crate::protocol::{ErrorCode, Event, ExitEvent, RunId};
+use crate::storage::index::{Ending, RunEnd};
 use crate::supervisor::Finished;
 
 use super::recorder::{Outcome, Record};
@@ -44,8 +44,8 @@ pub(super) async fn watch_run(
     let counting = daemon.token_counts.start();
     entry.done.send_replace(Some(Arc::clone(&last)));
     daemon.retire(&entry, Arc::clone(&last));
-    if let (Event::Exit(exit), Some(output)) = (&*last, output) {
-        record_tokens(&daemon, &id, exit.preview.clone(), output).await;
+    if let Some(output) = output {
+        record_tokens(&daemon, &id, last, output).await;
     }
     drop(counting);
 }
@@ -63,35 +63,27 @@ async fn record_end(daemon: &Daemon, id: &RunId, finished: &Finished) -> Outcome
     daemon.recorder.record(Record::End(id.clone(), end)).await
 }
 
-/// Counts the tokens of a run's `output` and of `preview`, the one its clients were given
-/// (annotated), with what its template folds saved ([`savings`]), on a blocking thread, and
-/// records them.
-async fn record_tokens(daemon: &Daemon, id: &RunId, preview: Preview, output: tokens::OutputText) {
-    let counted = tokio::task::spawn_blocking(move || run_tokens(&preview, &output)).await;
-    let Ok(tokens) = counted else {
+/// Counts the tokens of a run's `output` and of the preview its clients were given in its
+/// `exit` (annotated), with what its template folds saved ([`savings`]), on a blocking
+/// thread, and records them.
+async fn record_tokens(daemon: &Daemon, id: &RunId, last: Arc<Event>, output: tokens::OutputText) {
+    let counted = tokio::task::spawn_blocking(move || match &*last {
+        Event::Exit(exit) => Some(savings::run_tokens(&exit.preview, output)),
+        _ => None,
+    })
+    .await;
+    let Ok(Some(tokens)) = counted else {
         tracing::warn!(id = %id, "counting the run's tokens failed");
         return;
     };
+    // Not bounded by a timer (see `Recorder::written`): `history` and `stats` bound their
+    // wait for it (`TokenCounts::settled`).
     let outcome = daemon
         .recorder
-        .record(Record::Tokens(id.clone(), tokens))
+        .written(Record::Tokens(id.clone(), tokens))
         .await;
     if let Outcome::Unrecorded(why) | Outcome::EndUnrecorded(why) = outcome {
         tracing::debug!(id = %id, "the run's tokens are not in the index: {why}");
-    }
-}
-
-/// The tokens of a run whose output is `output` and whose final preview is `preview`.
-fn run_tokens(preview: &Preview, output: &tokens::OutputText) -> RunTokens {
-    let output = output.count();
-    let shown = tokens::measure(&preview.content);
-    RunTokens {
-        output: output.tokens,
-        preview: shown.tokens,
-        output_estimated: output.estimated || shown.estimated,
-        folded: savings::folded_tokens(preview, output, shown.tokens, || {
-            savings::spilled_output(preview)
-        }),
     }
 }
 

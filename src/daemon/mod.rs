@@ -350,10 +350,11 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
     let daemon = Arc::new(
         Daemon::new(data_dir, index, records, settings).context("cannot start the run recorder")?,
     );
-    tokio::spawn(purge_periodically(Arc::clone(&daemon)));
-    tokio::spawn(tidy_periodically(Arc::clone(&daemon), lock));
+    let mut chores = tokio::task::JoinSet::new();
+    chores.spawn(purge_periodically(Arc::clone(&daemon)));
+    chores.spawn(tidy_periodically(Arc::clone(&daemon), lock));
     if let Some(idle) = config.idle_exit {
-        tokio::spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
+        chores.spawn(exit_when_idle(Arc::clone(&daemon), idle, stop_tx));
     }
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
     connection::accept_until_stopped(listener, Arc::clone(&daemon), stop_rx).await;
@@ -366,6 +367,10 @@ async fn serve(config: DaemonConfig, opened: Opened, signals: Signals) -> Result
         let _ = std::fs::remove_file(&socket);
         let _ = std::fs::remove_file(lock_path(&socket));
     }
+    // Ended here, not by the runtime's end: a chore blocking on its worker thread (a purge)
+    // would go on after the runtime's timers are gone, and panic at its next sleep. Only
+    // now is the data directory's lock (the tidy chore's) let go, the socket removed.
+    chores.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -149,21 +149,7 @@ impl Recorder {
     /// process, and at most [`PATIENCE`]; says what became of it.
     pub(super) async fn record(&self, record: Record) -> Outcome {
         let id = record.id().clone();
-        let (reply, outcome) = oneshot::channel();
-        let queued = Queued { record, reply };
-        if let Some(outcome) = crate::blocking::in_place(|| self.write_or_queue(queued)) {
-            return outcome;
-        }
-        let mut progress = self.progress.clone();
-        let told = async {
-            tokio::select! {
-                outcome = outcome => outcome.unwrap_or_else(|_| {
-                    Outcome::Unrecorded("the run index's writer has stopped".into())
-                }),
-                _ = progress.wait_for(|p| p.blocked) => Outcome::Pending,
-            }
-        };
-        let outcome = tokio::time::timeout(PATIENCE, told)
+        let outcome = tokio::time::timeout(PATIENCE, self.written(record))
             .await
             .unwrap_or(Outcome::Pending);
         if outcome == Outcome::Pending {
@@ -173,6 +159,25 @@ impl Recorder {
             );
         }
         outcome
+    }
+
+    /// Queues `record` and waits for it to be written, unless the index is locked by another
+    /// process ([`Outcome::Pending`]), however long the records ahead of it take. For what
+    /// runs after a run's end, when the runtime may be ending: it sets no timer, and a timer
+    /// polled after the runtime's end panics; whoever waits for it bounds the wait.
+    pub(super) async fn written(&self, record: Record) -> Outcome {
+        let (reply, outcome) = oneshot::channel();
+        let queued = Queued { record, reply };
+        if let Some(outcome) = crate::blocking::in_place(|| self.write_or_queue(queued)) {
+            return outcome;
+        }
+        let mut progress = self.progress.clone();
+        tokio::select! {
+            outcome = outcome => outcome.unwrap_or_else(|_| {
+                Outcome::Unrecorded("the run index's writer has stopped".into())
+            }),
+            _ = progress.wait_for(|p| p.blocked) => Outcome::Pending,
+        }
     }
 
     /// Writes `queued` here and now if nothing is ahead of it, and says what became of it;

@@ -15,14 +15,32 @@
 
 use std::path::Path;
 
-use crate::engine::tokens::{self, Count};
+use crate::engine::tokens::{self, Count, OutputText};
 use crate::protocol::{Preview, TemplateFold};
+use crate::storage::index::RunTokens;
 use crate::storage::spill::read_whole;
+
+/// The tokens of a run whose whole output is `output` and whose preview, as its clients were
+/// given it, is `preview`: both counted, and folding's part of the saving.
+pub fn run_tokens(preview: &Preview, output: OutputText) -> RunTokens {
+    let counted = output.count();
+    let shown = tokens::measure(&preview.content);
+    let whole = || match output {
+        OutputText::Whole(text) => Some(text),
+        OutputText::Sampled { .. } => None,
+    };
+    RunTokens {
+        output: counted.tokens,
+        preview: shown.tokens,
+        output_estimated: counted.estimated || shown.estimated,
+        folded: folded_tokens(preview, counted, shown.tokens, whole),
+    }
+}
 
 /// The tokens of `output - preview_tokens` that `preview`'s template folds saved (see the
 /// module's doc). `whole` gives the whole output when it can be had cheaply (asked only when
 /// the preview both folds and cuts).
-pub fn folded_tokens(
+fn folded_tokens(
     preview: &Preview,
     output: Count,
     preview_tokens: u64,

@@ -296,11 +296,12 @@ impl SpillFile {
     /// Hands the writing to a thread of its own, from now on. If the thread cannot start,
     /// the batches go on being written here.
     fn start_writer_thread(&mut self) {
-        let Sink::Here(_) = self.sink else {
-            return;
-        };
-        let Sink::Here(writer) = std::mem::replace(&mut self.sink, Sink::Gone) else {
-            unreachable!("the sink was just seen to be here");
+        let writer = match std::mem::replace(&mut self.sink, Sink::Gone) {
+            Sink::Here(writer) => writer,
+            elsewhere => {
+                self.sink = elsewhere;
+                return;
+            }
         };
         // The thread takes the writer from here as it starts: a thread that cannot start
         // leaves it for this one.
