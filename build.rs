@@ -53,12 +53,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// every page they touch. At a fixed address the linker applies them once. The shared
 /// libraries, heap, stack and mappings are still placed at random; only the executable's own
 /// image is not.
+///
+/// A static build (`-C target-feature=+crt-static`, see the README) is linked at a fixed
+/// address too: `-static` beside `-no-pie`, for alone `-no-pie` would turn rustc's
+/// `-static-pie` into an executable that asks for a dynamic loader it has no table for, and
+/// crashes at its first instruction.
 fn link_position_dependent() {
     println!("cargo::rerun-if-env-changed=SPILLWAY_PIE");
     let is = |key: &str, value: &str| std::env::var(key).is_ok_and(|v| v == value);
     let glibc_linux = is("CARGO_CFG_TARGET_OS", "linux") && is("CARGO_CFG_TARGET_ENV", "gnu");
     if glibc_linux && !is("SPILLWAY_PIE", "1") {
         println!("cargo::rustc-link-arg-bins=-no-pie");
+        let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+        if features.split(',').any(|feature| feature == "crt-static") {
+            println!("cargo::rustc-link-arg-bins=-static");
+        }
     }
 }
 
