@@ -6,7 +6,11 @@
 //! `block_in_place` does the work on the calling worker thread instead, and hands that
 //! worker's other tasks to another thread meanwhile, so nothing waits for a wake-up. It needs
 //! the multi-threaded runtime (the daemon's); on a single-threaded runtime (a test's), [`run`]
-//! sends the work to the blocking pool as before, and [`in_place`] does it where it stands.
+//! sends the work to the blocking pool as before.
+//!
+//! That hand-over wakes a thread too (the one that takes the worker's tasks), so work shorter
+//! than a wake-up is not sent here at all: a run's record in the index, one small transaction,
+//! is written by its caller as it stands (`crate::daemon::recorder`).
 
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::task::JoinError;
@@ -28,16 +32,6 @@ where
         }
         e
     })
-}
-
-/// Runs `work`, which blocks, on this thread: a worker of a multi-threaded runtime hands its
-/// other tasks to another meanwhile; a single-threaded runtime (a test's) waits for it.
-pub fn in_place<T>(work: impl FnOnce() -> T) -> T {
-    if can_block_in_place() {
-        tokio::task::block_in_place(work)
-    } else {
-        work()
-    }
 }
 
 /// Whether this thread is in a multi-threaded runtime, whose workers can hand their tasks on.

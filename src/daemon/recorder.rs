@@ -12,11 +12,14 @@
 //! known to be locked; the write is then applied later, in order.
 //!
 //! A record with nothing ahead of it (the queue empty, no write under way, the index not known
-//! to be locked) is written by its caller at once, on the caller's worker thread
-//! ([`crate::blocking`]), rather than handed to the thread and waited for: each hand-off is a
-//! wake-up of a sleeping thread, and a short run's start and end each waited for two. A caller
-//! that finds the index locked puts its record at the head of the queue, where it would have
-//! been, and waits as the others do.
+//! to be locked) is written by its caller at once, on the caller's worker thread, rather than
+//! handed to the thread and waited for: each hand-off is a wake-up of a sleeping thread, and a
+//! short run's start and end each waited for two. The worker's other tasks are not handed on
+//! meanwhile either ([`crate::blocking`]): that too wakes a thread, for a transaction of a
+//! tenth of a millisecond. Only the write that first meets another process's lock holds its
+//! worker longer, for SQLite's busy timeout ([`BUSY_TIMEOUT`]); the next ones are queued
+//! without trying. A caller that finds the index locked puts its record at the head of the
+//! queue, where it would have been, and waits as the others do.
 //!
 //! A full disk is not waited out: a run must not wait for room, and a queue held up by it would
 //! hold up every later run's record. A write that fails for want of space gives up the data
@@ -168,7 +171,9 @@ impl Recorder {
     pub(super) async fn written(&self, record: Record) -> Outcome {
         let (reply, outcome) = oneshot::channel();
         let queued = Queued { record, reply };
-        if let Some(outcome) = crate::blocking::in_place(|| self.write_or_queue(queued)) {
+        // On this worker, without handing its other tasks on (`crate::blocking`): one small
+        // transaction, not tried while another process is known to hold the lock.
+        if let Some(outcome) = self.write_or_queue(queued) {
             return outcome;
         }
         let mut progress = self.progress.clone();
@@ -208,7 +213,11 @@ impl Recorder {
                 None
             }
         };
-        wake.notify_one();
+        // The thread is woken only for records queued behind this one (or this one, given
+        // back): waking it for nothing took a context switch on another CPU per record.
+        if !queue.records.is_empty() {
+            wake.notify_one();
+        }
         outcome
     }
 
