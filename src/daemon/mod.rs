@@ -111,7 +111,15 @@ pub fn run(config: DaemonConfig) -> Result<()> {
         }
     };
     report.ready();
-    runtime.block_on(serve(config, opened, signals))
+    // Served from a task, on the runtime's workers: `block_on`'s own future runs on this
+    // thread, which every accepted connection would wake before a worker took it over.
+    runtime.block_on(async {
+        match tokio::spawn(serve(config, opened, signals)).await {
+            Ok(served) => served,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(e).context("the daemon's task was cancelled"),
+        }
+    })
 }
 
 /// Everything up to serving: the data directory and its lock, the socket, the index.
