@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use crate::engine::{savings, tokens};
+use crate::engine::capture::OutputSource;
+use crate::engine::savings;
 use crate::protocol::{ErrorCode, Event, ExitEvent, RunId};
 use crate::storage::index::{Ending, RunEnd};
 use crate::supervisor::Finished;
@@ -63,12 +64,12 @@ async fn record_end(daemon: &Daemon, id: &RunId, finished: &Finished) -> Outcome
     daemon.recorder.record(Record::End(id.clone(), end)).await
 }
 
-/// Counts the tokens of a run's `output` and of the preview its clients were given in its
-/// `exit` (annotated), with what its template folds saved ([`savings`]), on a blocking
-/// thread, and records them.
-async fn record_tokens(daemon: &Daemon, id: &RunId, last: Arc<Event>, output: tokens::OutputText) {
+/// Counts the tokens of a run's `output` (read back from its spill when it is there) and of
+/// the preview its clients were given in its `exit` (annotated), with what its template folds
+/// saved ([`savings`]), on a blocking thread, and records them.
+async fn record_tokens(daemon: &Daemon, id: &RunId, last: Arc<Event>, output: OutputSource) {
     let counted = tokio::task::spawn_blocking(move || match &*last {
-        Event::Exit(exit) => Some(savings::run_tokens(&exit.preview, output)),
+        Event::Exit(exit) => Some(savings::run_tokens(&exit.preview, output.into_text())),
         _ => None,
     })
     .await;
@@ -89,7 +90,7 @@ async fn record_tokens(daemon: &Daemon, id: &RunId, last: Arc<Event>, output: to
 
 /// The `exit` event of a run whose preview has been [`annotate`]d, and what is left to count
 /// of its output.
-fn exit_event(id: RunId, f: Finished) -> (Event, tokens::OutputText) {
+fn exit_event(id: RunId, f: Finished) -> (Event, OutputSource) {
     let duration_ms = (f.ended_at - f.started_at).num_milliseconds().max(0) as u64;
     let exit = Event::Exit(Box::new(ExitEvent {
         id,

@@ -22,12 +22,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
 
-use crate::engine::capture::{Capture, Limits, Outcome};
+use crate::engine::capture::{Capture, Limits, Outcome, OutputSource};
 use crate::engine::driver::Engine;
 use crate::engine::highlight::Patterns;
 use crate::engine::normalise::Normaliser;
 use crate::engine::snapshot::{self, Cursor};
-use crate::engine::tokens;
 use crate::program::CliSteps;
 use crate::protocol::cut::shown_end;
 use crate::protocol::{Direction, Preview};
@@ -221,12 +220,12 @@ impl Live {
     }
 
     /// The output has ended: commits the last line, flushes the spill, closes the input, and
-    /// returns what the token accounting counts of the whole output, uncounted (see
-    /// [`Capture::output_text`]): counting takes longer than everything else a run's end does,
-    /// and nothing the run's client is told needs it. The final
+    /// returns where the token accounting finds the whole output's text, unread (see
+    /// [`Capture::output_source`]): reading it back and counting it take longer than
+    /// everything else a run's end does, and nothing the run's client is told needs them. The final
     /// preview is built once the command's end is known ([`Live::final_preview`]). The raw
     /// channel closes when `self` is dropped.
-    pub fn finish(&self) -> tokens::OutputText {
+    pub fn finish(&self) -> OutputSource {
         self.ended.store(true, Ordering::SeqCst);
         // A send in progress holds the input: it sees `ended` and lets go; the descriptor is
         // closed with `self` then.
@@ -239,7 +238,7 @@ impl Live {
             engine.capture().totals()
         };
         self.publish(bytes, lines);
-        self.engine().capture().output_text()
+        self.engine().capture().output_source()
     }
 
     /// The preview of the whole output, after [`Live::finish`], its needles ranked knowing how

@@ -48,9 +48,8 @@ use chrono::Utc;
 use nix::sys::signal::Signal;
 use tokio::sync::oneshot;
 
-use crate::engine::capture::Limits;
+use crate::engine::capture::{Limits, OutputSource};
 use crate::engine::highlight::Patterns;
-use crate::engine::tokens;
 use crate::protocol::{Direction, Preview, RunId, RunStatus};
 use crate::storage::spill::DataDir;
 use crate::supervisor::live::Live;
@@ -236,10 +235,10 @@ pub struct Finished {
     pub ended_at: chrono::DateTime<Utc>,
     /// The preview, its next steps named as command lines ([`crate::program::CliSteps`]).
     pub preview: Preview,
-    /// What the token accounting counts of the whole output
-    /// ([`crate::engine::capture::Capture::output_text`]): counted after the run's `exit` has
-    /// been given, which it is not part of.
-    pub output: tokens::OutputText,
+    /// Where the token accounting finds the whole output's text
+    /// ([`crate::engine::capture::Capture::output_source`]): read and counted after the run's
+    /// `exit` has been given, which it is not part of.
+    pub output: OutputSource,
     /// What the command left running when it ended, which was then stopped.
     pub stopped: Vec<StoppedProcess>,
     /// The resource limits the run reached.

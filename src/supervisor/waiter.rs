@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use tokio::sync::oneshot;
 
-use crate::engine::capture::Outcome;
-use crate::engine::tokens;
+use crate::engine::capture::{Outcome, OutputSource};
 use crate::protocol::StoppedProcess;
 use crate::supervisor::descendants::{self, EndReport};
 use crate::supervisor::live::Live;
@@ -26,9 +25,9 @@ use super::{Finished, Shared};
 pub(super) const REAP_PATIENCE: Duration = Duration::from_secs(1);
 
 /// What the reader hands the waiter when the output has ended: the run's live state, whose
-/// final preview waits for the command's end, and what the token accounting counts of the
-/// output.
-pub(super) type Finish = (Arc<Live>, tokens::OutputText);
+/// final preview waits for the command's end, and where the token accounting will find the
+/// output's text.
+pub(super) type Finish = (Arc<Live>, OutputSource);
 
 /// The waiter thread: learns of the leader's exit, then, once the reader is done, reaps the
 /// leader and the group and sends the result.

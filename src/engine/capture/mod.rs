@@ -7,7 +7,7 @@
 //! [`crate::engine::preview`], at the end of a run or while it is still going.
 //!
 //! For the run's token accounting it also keeps a bounded [`Sampler`] of the output, evenly
-//! spread over it, and [`Capture::output_text`] gives what counting the whole output's model
+//! spread over it, and [`Capture::output_source`] gives what counting the whole output's model
 //! tokens takes at the end: the output itself while counting it exactly is cheap, the sample
 //! beyond.
 //!
@@ -19,15 +19,17 @@ use crate::engine::normalise::count_newlines;
 use crate::engine::scanner::SharedScanner;
 use crate::engine::tokens::{self, Sampler};
 use crate::protocol::SpillCap;
-use crate::storage::spill::{DataDir, SpillFile, read_whole};
+use crate::storage::spill::{DataDir, SpillFile};
 
 mod limits;
+mod output;
 mod view;
 
 pub use limits::{
     BadLimit, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, DEFAULT_MAX_SPILL, Limits, MAX_MAX_BYTES,
     MAX_MAX_LINES,
 };
+pub use output::OutputSource;
 pub use view::{CaptureView, Outcome, SpillProblem};
 
 /// When a spill file is created.
@@ -235,33 +237,39 @@ impl Capture {
     }
 
     /// What counting the whole output's tokens takes ([`tokens::OutputText`]); call once it
-    /// has ended. Cheap: it counts nothing.
-    ///
-    /// The whole output up to [`tokens::EXACT_MAX_BYTES`], to be counted exactly: the head
-    /// when it holds all of it, else read back from the spill file (which holds every byte
-    /// once flushed, unless it was capped or failed). Past the bound, or when the spill
-    /// cannot give the output back, the sampler's samples, to estimate from: counting
-    /// hundreds of MB would take longer than producing them.
+    /// has ended. Reads the spill back when the output is there ([`Capture::output_source`]).
     pub fn output_text(&self) -> tokens::OutputText {
-        match self.whole_text() {
-            Some(text) => tokens::OutputText::Whole(text),
-            None => tokens::OutputText::Sampled {
-                samples: self.sampler.samples(),
-                total_bytes: self.total_bytes,
-            },
-        }
+        self.output_source().into_text()
     }
 
-    /// The whole output when it is at most [`tokens::EXACT_MAX_BYTES`] and can be had: from
-    /// the head, or from the spill file.
-    fn whole_text(&self) -> Option<String> {
+    /// Where the text [`Capture::output_text`] gives is to be had, found without reading
+    /// anything: a run's end hands this on, and the spill is read back (up to
+    /// [`tokens::EXACT_MAX_BYTES`]) where its tokens are counted, after its `exit`.
+    ///
+    /// The whole output up to the bound, to be counted exactly: the head when it holds all of
+    /// it, else the spill file (which holds every byte once flushed, unless it was capped or
+    /// failed). Past the bound, or when the spill cannot give the output back, the sampler's
+    /// samples, to estimate from: counting hundreds of MB would take longer than producing
+    /// them.
+    pub fn output_source(&self) -> OutputSource {
+        let sampled = || OutputSource::Sampled {
+            samples: self.sampler.samples(),
+            total_bytes: self.total_bytes,
+        };
         if self.total_bytes > tokens::EXACT_MAX_BYTES as u64 {
-            return None;
+            return sampled();
         }
         if self.head.len() as u64 == self.total_bytes {
-            return Some(String::from_utf8_lossy(&self.head).into_owned());
+            return OutputSource::Head(self.head.clone());
         }
-        self.spilled_text()
+        match &self.spill {
+            Spill::Open(file) if self.spill_holds_output() => OutputSource::Spill {
+                path: file.path().to_path_buf(),
+                total_bytes: self.total_bytes,
+                samples: self.sampler.samples(),
+            },
+            _ => sampled(),
+        }
     }
 
     /// Whether the spill file holds the whole output and it is at most
@@ -270,16 +278,6 @@ impl Capture {
         self.total_bytes <= tokens::EXACT_MAX_BYTES as u64
             && self.capped_at_line.is_none()
             && matches!(&self.spill, Spill::Open(file) if file.error().is_none())
-    }
-
-    /// The whole output, read back from a spill file that holds all of it.
-    fn spilled_text(&self) -> Option<String> {
-        let Spill::Open(file) = &self.spill else {
-            return None;
-        };
-        self.spill_holds_output()
-            .then(|| read_whole(file.path(), self.total_bytes))
-            .flatten()
     }
 
     /// Lends what the preview needs.
