@@ -160,10 +160,8 @@ fn read_case(corpus: &Path, case: &Case) -> Result<String, Box<dyn Error>> {
 
 fn preview(text: &str, mode: Mode, lines: u64, bytes: u64) -> Result<Preview, Box<dyn Error>> {
     let limits = Limits::new(lines, bytes)?;
-    let mut capture = Capture::new(limits, SpillPolicy::Never);
-    if !mode.highlights {
-        capture = capture.with_highlights(None);
-    }
+    let patterns = mode.highlights.then(Patterns::defaults);
+    let mut capture = Capture::with_patterns(limits, SpillPolicy::Never, patterns);
     capture.write(text);
     capture.finish();
     Ok(Preview::build(&capture.view(), mode.direction, &CliSteps))

@@ -262,7 +262,7 @@ struct Run {
 fn run(case: &EngineCase<'_>, cuts: &[usize], root: &Path) -> Run {
     let dir = DataDir::open(root).expect("data dir");
     let highlights = case.highlights.then(Patterns::defaults);
-    let capture = Capture::new(case.limits, SpillPolicy::Always(dir)).with_highlights(highlights);
+    let capture = Capture::with_patterns(case.limits, SpillPolicy::Always(dir), highlights);
     let mut engine = Engine::new(Normaliser::new(case.opts), capture);
     for piece in pieces(case.input, cuts) {
         engine.feed(piece);

@@ -122,9 +122,12 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
         raw: args.raw,
         ..NormaliseOptions::default()
     });
-    let capture = Capture::new(limits, SpillPolicy::WhenTruncated(DataDir::at(&root)))
-        .with_spill_cap(args.max_spill)
-        .with_highlights(args.highlights.patterns()?);
+    let capture = Capture::with_patterns(
+        limits,
+        SpillPolicy::WhenTruncated(DataDir::at(&root)),
+        args.highlights.patterns()?,
+    )
+    .with_spill_cap(args.max_spill);
     let mut engine = Engine::new(normaliser, capture).with_compact(args.compact.on());
     let mut stdin = io::stdin().lock();
     let mut buf = ReadBuffer::new(READ_CHUNK);

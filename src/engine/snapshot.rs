@@ -111,7 +111,7 @@ impl RangeCapture {
     /// A capture of the spill from `start` on, looking for `highlights` (`None`: none).
     pub fn new(limits: Limits, start: Cursor, highlights: Option<Patterns>) -> RangeCapture {
         RangeCapture {
-            capture: Capture::new(limits, SpillPolicy::Never).with_highlights(highlights),
+            capture: Capture::with_patterns(limits, SpillPolicy::Never, highlights),
             start,
             carry: Vec::new(),
             newlines: 0,

@@ -65,9 +65,12 @@ impl Reader {
             rows: size.rows,
             ..defaults
         });
-        let capture = Capture::new(spec.limits, SpillPolicy::Always(data_dir.clone()))
-            .with_spill_cap(spec.max_spill)
-            .with_highlights(spec.highlights.clone());
+        let capture = Capture::with_patterns(
+            spec.limits,
+            SpillPolicy::Always(data_dir.clone()),
+            spec.highlights.clone(),
+        )
+        .with_spill_cap(spec.max_spill);
         let wide = spec
             .tty
             .is_none()

@@ -86,15 +86,27 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// Starts a capture; with [`SpillPolicy::Always`] the spill file is created now, and a
-    /// failure to create it is kept for the notice rather than returned.
+    /// Starts a capture that looks for the default highlights; with [`SpillPolicy::Always`]
+    /// the spill file is created now, and a failure to create it is kept for the notice
+    /// rather than returned.
     pub fn new(limits: Limits, policy: SpillPolicy) -> Capture {
+        Capture::with_patterns(limits, policy, Some(Patterns::defaults()))
+    }
+
+    /// Like [`Capture::new`], but looks for highlights with `patterns` instead of the
+    /// defaults, or not at all with `None`. A run's capture is made on its launch's path, so
+    /// its scanner is built once, here.
+    pub fn with_patterns(
+        limits: Limits,
+        policy: SpillPolicy,
+        patterns: Option<Patterns>,
+    ) -> Capture {
         let spill = match policy {
             SpillPolicy::Never => Spill::Off,
             SpillPolicy::WhenTruncated(dir) => Spill::Pending(dir),
             SpillPolicy::Always(dir) => open_spill(&dir),
         };
-        Capture {
+        let mut capture = Capture {
             limits,
             head: Vec::new(),
             tail: Vec::new(),
@@ -108,30 +120,18 @@ impl Capture {
             spill_cap: DEFAULT_MAX_SPILL,
             spilled: 0,
             capped_at_line: None,
-            patterns: None,
-            scanner: SharedScanner::new(None, limits.max_lines, limits.max_bytes),
+            scanner: SharedScanner::new(patterns.clone(), limits.max_lines, limits.max_bytes),
+            patterns,
             sampler: Sampler::new(),
-        }
-        .with_highlights(Some(Patterns::defaults()))
+        };
+        capture.hand_scanning_to_the_spill();
+        capture
     }
 
     /// Caps the spill file at `bytes` instead of [`DEFAULT_MAX_SPILL`]. Call before the first
     /// write.
     pub fn with_spill_cap(mut self, bytes: u64) -> Capture {
         self.spill_cap = bytes;
-        self
-    }
-
-    /// Looks for highlights with `patterns` instead of the defaults, or not at all with `None`.
-    /// Call before the first write.
-    pub fn with_highlights(mut self, patterns: Option<Patterns>) -> Capture {
-        self.scanner = SharedScanner::new(
-            patterns.clone(),
-            self.limits.max_lines,
-            self.limits.max_bytes,
-        );
-        self.patterns = patterns;
-        self.hand_scanning_to_the_spill();
         self
     }
 

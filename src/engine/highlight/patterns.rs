@@ -335,8 +335,9 @@ pub(super) const PATTERN_SIZE_LIMIT: usize = 4 << 20;
 /// Which patterns to look for.
 #[derive(Debug, Clone)]
 pub struct Patterns {
-    /// The [`Prefilter`], when only the default patterns are in use.
-    pub(super) prefilter: Option<Prefilter>,
+    /// The [`Prefilter`], when only the default patterns are in use (shared by the clones: a
+    /// run clones its patterns, and copying its tables was a tenth of a short run's launch).
+    pub(super) prefilter: Option<Arc<Prefilter>>,
     /// The regexes, each compiled when a line first needs it: most outputs `spillway
     /// truncate` is given hold no candidate line, and compiling the default patterns was most
     /// of what truncating one line cost (12 M of its 15 M instructions); a log's error lines
@@ -404,7 +405,7 @@ impl Patterns {
         };
         Ok(Patterns {
             // A user's pattern may need none of the literals: then every line is tried.
-            prefilter: extra.is_empty().then(Prefilter::new),
+            prefilter: extra.is_empty().then(|| Arc::new(Prefilter::new())),
             compiled: Arc::new(compiled),
         })
     }

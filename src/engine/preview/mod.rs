@@ -790,8 +790,8 @@ mod tests {
         let lines: u64 = p.shown.iter().map(|r| r.last - r.first + 1).sum();
         assert!(lines <= 100);
         // Without highlights the needle is lost.
-        let mut c = Capture::new(Limits::new(100, 100_000).unwrap(), SpillPolicy::Never)
-            .with_highlights(None);
+        let mut c =
+            Capture::with_patterns(Limits::new(100, 100_000).unwrap(), SpillPolicy::Never, None);
         c.write(&text);
         c.finish();
         let plain = Preview::build(&c.view(), Direction::Both, &CliSteps);
