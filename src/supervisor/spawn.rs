@@ -184,13 +184,16 @@ fn start_threads(
         return Err(e);
     }
     // From here the waiter owns the clean-up: if the reader cannot start, killing the group is
-    // enough for the waiter to reap the command.
-    match spawn_thread("read", pid, move || reader.run()) {
-        Ok(handle) => {
-            // The waiter only goes away after the command has exited, when nobody needs this.
-            let _ = reader_tx.send(handle);
-            Ok((exited_rx, finished_rx))
-        }
+    // enough for the waiter to reap the command. The reader hands its result on as its last
+    // act rather than being joined: the waiter would otherwise wait for the thread's own
+    // teardown, on the path to the run's `exit`.
+    let read = move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.run()));
+        // The waiter only goes away after the command has exited, when nobody needs this.
+        let _ = reader_tx.send(result);
+    };
+    match spawn_thread("read", pid, read) {
+        Ok(_detached) => Ok((exited_rx, finished_rx)),
         Err(e) => {
             shared.signal(Signal::SIGKILL);
             Err(e)

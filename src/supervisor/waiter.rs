@@ -4,7 +4,6 @@
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -36,7 +35,9 @@ pub(super) struct Waiter {
     /// Dropped at the leader's exit, which wakes the reader.
     pub(super) wake: OwnedFd,
     pub(super) exited: oneshot::Sender<()>,
-    pub(super) reader: mpsc::Receiver<JoinHandle<(Finish, Output)>>,
+    /// What the reader thread handed on as it ended (or the panic it ended with); closed
+    /// without a word when the reader never started.
+    pub(super) reader: mpsc::Receiver<std::thread::Result<(Finish, Output)>>,
     pub(super) finished: oneshot::Sender<Finished>,
     pub(super) started_at: chrono::DateTime<Utc>,
     /// When the waiter was made, just after the command started: the processes a hangup
@@ -61,7 +62,7 @@ impl Waiter {
         drop(self.wake);
         let _ = self.exited.send(());
         // No reader means the launch failed after the spawn and the group has been killed.
-        let read = self.reader.recv().map(JoinHandle::join);
+        let read = self.reader.recv();
         // A command that exited leaving no process behind has nothing left to stop: only
         // the processes it left could have started more since.
         let stopped = if by_itself && at_exit.is_empty() {
