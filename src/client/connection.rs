@@ -16,7 +16,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -183,12 +183,6 @@ impl Connection {
         }
     }
 
-    /// Whether a whole line from the daemon has been read and waits in the buffer: then
-    /// [`Connection::next_event`] gives it without reading the socket.
-    pub fn has_event(&self) -> bool {
-        self.reader.buffer().contains(&b'\n')
-    }
-
     /// The next event; an error if the daemon closed the connection or sent garbage.
     pub fn next_event(&mut self) -> Result<Event> {
         match self.take_pong()? {
@@ -208,14 +202,6 @@ impl Connection {
             bail!("the daemon closed the connection");
         }
         serde_json::from_str(&line).with_context(|| format!("bad event from the daemon: {line:?}"))
-    }
-}
-
-/// The socket, to wait on beside other descriptors (its buffered lines first: see
-/// [`Connection::has_event`]).
-impl AsFd for Connection {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.reader.get_ref().as_fd()
     }
 }
 

@@ -9,32 +9,23 @@
 //! without waiting, exit code 130.
 
 use std::io::IsTerminal;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::{Arc, Mutex};
 
-use anyhow::Context;
-use std::os::unix::net::UnixStream;
-
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGWINCH};
-use signal_hook::iterator::backend::SignalDelivery;
-use signal_hook::iterator::exfiltrator::SignalOnly;
+use signal_hook::iterator::{Handle, Signals};
 
 use crate::client::calls;
 use crate::client::exit::EXIT_INTERRUPTED;
 use crate::client::{Connection, Endpoint};
 use crate::protocol::{Event, KillRequest, KillSignal, ResizeRequest, RunId};
+use crate::sync::lock;
 
 /// Forwards the signals this client gets to its run, for as long as it lives.
-///
-/// The signals are caught onto a socket pair that the run's events are read beside
-/// ([`RunEvents::next_event`] waits for either), not by a thread of their own: a short run
-/// is over in a few milliseconds, and starting a thread would be a noticeable part of them.
 pub(crate) struct Forwarder {
-    state: State,
+    state: Arc<Mutex<State>>,
     endpoint: Endpoint,
-    follow_size: bool,
-    signals: Option<SignalDelivery<UnixStream, SignalOnly>>,
+    handle: Option<Handle>,
 }
 
 #[derive(Default)]
@@ -54,57 +45,59 @@ impl Forwarder {
     /// With `follow_size`, the run's terminal is given this one's size each time it changes
     /// (SIGWINCH).
     pub(crate) fn start(endpoint: &Endpoint, follow_size: bool) -> Forwarder {
-        let signals = UnixStream::pair().ok().and_then(|(read, write)| {
-            SignalDelivery::with_pipe(read, write, SignalOnly, [SIGINT, SIGTERM, SIGHUP, SIGWINCH])
-                .ok()
-        });
-        Forwarder {
-            state: State::default(),
+        let state = Arc::new(Mutex::new(State::default()));
+        let mut forwarder = Forwarder {
+            state: Arc::clone(&state),
             endpoint: endpoint.clone(),
-            follow_size,
-            signals,
-        }
-    }
-
-    /// What becomes readable when a signal has been caught.
-    fn caught_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.signals.as_ref().map(|s| s.get_read().as_fd())
-    }
-
-    /// Acts on the signals caught since last asked: forwards each (once the run's id is
-    /// known), or follows the terminal's size.
-    fn take_caught(&mut self) {
-        let Some(signals) = self.signals.as_mut() else {
-            return;
+            handle: None,
         };
-        for number in signals.pending() {
-            if number == SIGWINCH {
-                resize(&self.state, &self.endpoint, self.follow_size);
-                continue;
+        let Ok(mut signals) = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGWINCH]) else {
+            return forwarder;
+        };
+        forwarder.handle = Some(signals.handle());
+        let endpoint = endpoint.clone();
+        let watch = move || {
+            for number in signals.forever() {
+                if number == SIGWINCH {
+                    resize(&lock(&state), &endpoint, follow_size);
+                    continue;
+                }
+                let signal = Signal::try_from(number).unwrap_or(Signal::SIGINT);
+                let mut state = lock(&state);
+                state.caught.push(signal);
+                if state.caught.len() >= 3 {
+                    // The daemon may be gone: leave without waiting for the run.
+                    std::process::exit(i32::from(EXIT_INTERRUPTED));
+                }
+                forward_pending(&mut state, &endpoint);
             }
-            let signal = Signal::try_from(number).unwrap_or(Signal::SIGINT);
-            self.state.caught.push(signal);
-            if self.state.caught.len() >= 3 {
-                // The daemon may be gone: leave without waiting for the run.
-                std::process::exit(i32::from(EXIT_INTERRUPTED));
+        };
+        let started = std::thread::Builder::new()
+            .name("spillway-signals".into())
+            .spawn(watch);
+        if started.is_err() {
+            // Without the thread nothing would read the signals: give them back their default.
+            if let Some(handle) = forwarder.handle.take() {
+                handle.close();
             }
         }
-        forward_pending(&mut self.state, &self.endpoint);
+        forwarder
     }
 
     /// Notes an event of the run: its `started` gives the id that caught signals go to.
-    fn saw(&mut self, event: &Event) {
+    pub(crate) fn saw(&self, event: &Event) {
         if let Event::Started(started) = event {
-            self.state.id = Some(started.id.clone());
-            forward_pending(&mut self.state, &self.endpoint);
+            let mut state = lock(&self.state);
+            state.id = Some(started.id.clone());
+            forward_pending(&mut state, &self.endpoint);
         }
     }
 }
 
 impl Drop for Forwarder {
     fn drop(&mut self) {
-        if let Some(signals) = self.signals.take() {
-            signals.handle().close();
+        if let Some(handle) = self.handle.take() {
+            handle.close();
         }
     }
 }
@@ -180,30 +173,7 @@ impl RunEvents {
         }
     }
 
-    /// The run's next event. Signals caught while it is awaited are acted on at once.
     pub(crate) fn next_event(&mut self) -> anyhow::Result<Event> {
-        while !self.connection.has_event() {
-            let Some(caught) = self.forwarder.caught_fd() else {
-                break;
-            };
-            let mut fds = [
-                PollFd::new(self.connection.as_fd(), PollFlags::POLLIN),
-                PollFd::new(caught, PollFlags::POLLIN),
-            ];
-            match poll(&mut fds, PollTimeout::NONE) {
-                // A signal's handler interrupted the wait: what it caught is readable now.
-                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(e).context("cannot wait for the daemon"),
-            }
-            let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-            let (daemon, signal) = (ready(&fds[0]), ready(&fds[1]));
-            if signal {
-                self.forwarder.take_caught();
-            }
-            if daemon {
-                break;
-            }
-        }
         let event = self.connection.next_event()?;
         self.forwarder.saw(&event);
         Ok(event)
