@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The instructions the daemon executes for one short run (`spillway run -- true`), counted by
-# valgrind's callgrind, which gives the same count run after run on a noisy machine where wall
-# times of a few milliseconds do not. For each build: a daemon under callgrind (its own socket
+# valgrind's callgrind, which gives nearly the same count run after run (within about 2 %) on
+# a noisy machine where wall times of a few milliseconds do not. For each build: a daemon under callgrind (its own socket
 # and data dir in a temp dir) serves FEW runs, another serves MANY; the difference of their
 # totals, divided by MANY - FEW, is what one more run costs (start-up, shutdown and the first
 # run's one-time work cancel out). Counts the daemon's threads, not the client nor the command.
@@ -14,7 +14,7 @@
 # valgrind has no `clone3`, so under it the daemon starts commands the fork way it falls back
 # to (`std::process::Command`, about 0.09 M instructions more a run than `clone3`).
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,16p' "$0"; exit 2; }
 few=${FEW:-10}
 many=${MANY:-40}
 work=$(mktemp -d)
