@@ -14,7 +14,7 @@
 # valgrind has no `clone3`, so under it the daemon starts commands the fork way it falls back
 # to (`std::process::Command`, about 0.09 M instructions more a run than `clone3`).
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,16p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,15p' "$0"; exit 2; }
 few=${FEW:-10}
 many=${MANY:-40}
 work=$(mktemp -d)
