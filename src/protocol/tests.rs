@@ -258,3 +258,44 @@ fn requests_round_trip_through_their_line() {
     }
     assert_eq!(code(r#"{"v":1,"op":"ping","x":1}"#), ErrorCode::BadRequest);
 }
+
+/// A line with its top-level fields in the given order (`rotate` places `v` among them).
+fn line_in_order(request: &Request, rotate: usize) -> String {
+    let value: serde_json::Value = serde_json::from_str(&request.to_line()).unwrap();
+    let serde_json::Value::Object(fields) = value else {
+        panic!("a request line is an object")
+    };
+    let mut fields: Vec<(String, serde_json::Value)> = fields.into_iter().collect();
+    let len = fields.len();
+    fields.rotate_left(rotate % len);
+    let body: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("{}:{v}", serde_json::Value::from(k.as_str())))
+        .collect();
+    format!("{{{}}}", body.join(","))
+}
+
+proptest::proptest! {
+    /// A run request, whatever its strings hold (quotes, escapes, other scripts, a variable or
+    /// tag named `v`) and wherever the envelope's `v` stands among its fields, reads back as it
+    /// was sent: only the top level's `v` is the envelope's.
+    #[test]
+    fn run_requests_read_back_as_sent(
+        program in "[a-z]{1,8}",
+        args in proptest::collection::vec("\\PC{0,12}", 0..4),
+        env in proptest::collection::btree_map("v|op|[a-zA-Z_]{1,6}", "\\PC{0,12}", 0..5),
+        tags in proptest::collection::btree_map("v|op|[a-z]{1,4}", "\\PC{0,8}", 0..3),
+        max_lines in proptest::option::of(1u64..100_000),
+        rotate in 0usize..16,
+    ) {
+        let request = Request::Run(Box::new(RunRequest {
+            argv: Some([vec![program], args].concat()),
+            env,
+            tags,
+            max_lines,
+            ..RunRequest::default()
+        }));
+        let line = line_in_order(&request, rotate);
+        proptest::prop_assert_eq!(parse_request(&line).unwrap(), request, "{}", line);
+    }
+}
