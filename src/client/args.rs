@@ -51,6 +51,16 @@ impl EndpointArgs {
         }
     }
 
+    /// Its socket, as `--socket` gives it.
+    pub(crate) fn set_socket(&mut self, socket: PathBuf) {
+        self.socket = Some(socket);
+    }
+
+    /// Its data directory, as `--data-dir` gives it.
+    pub(crate) fn set_data_dir(&mut self, data_dir: PathBuf) {
+        self.data_dir = Some(data_dir);
+    }
+
     /// The daemon a client talks to: the socket given, else the one of the daemon that serves
     /// the data directory (see [`serving_socket`]).
     pub(crate) fn resolve(&self) -> Result<Endpoint> {
@@ -115,7 +125,7 @@ fn serving_socket(data_dir: &std::path::Path) -> PathBuf {
 }
 
 /// `--no-redact`, on every command whose text a model may read.
-#[derive(Debug, Clone, Copy, Args)]
+#[derive(Debug, Clone, Copy, Default, Args)]
 pub(crate) struct RedactFlag {
     /// Show credentials as they are. By default text that may reach a model has them replaced
     /// by `[redacted: KIND]` (the spill file always keeps the original).
@@ -124,7 +134,7 @@ pub(crate) struct RedactFlag {
 }
 
 /// When a run that starts a server is ready (`--yield` returns then, with exit code 75).
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub(crate) struct UntilArgs {
     /// Return as soon as a line of output matches this regular expression (exit code 75;
     /// the command goes on).
@@ -143,7 +153,7 @@ impl UntilArgs {
 }
 
 /// Resource limits for the whole run (cgroups; docs/daemon.md says what holds where).
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub(crate) struct ResourceArgs {
     /// Most memory for the whole run (e.g. 512MiB); past it the kernel's OOM killer ends a
     /// process of the run [default: the daemon's --memory].
@@ -238,7 +248,7 @@ pub(crate) enum Compact {
 }
 
 /// Whether a preview folds lines alike into template markers.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub(crate) struct CompactArg {
     /// Fold lines alike (the same words, other numbers, names or paths) into one marker each,
     /// in outputs of 1000 tokens or more; `off`: show them as they are.
@@ -259,7 +269,7 @@ impl CompactArg {
 }
 
 /// Which lines of the omitted middle a preview shows as highlights.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub(crate) struct HighlightArgs {
     /// Also highlight lines matching this regular expression (repeatable).
     #[arg(long = "highlight", value_name = "REGEX")]
@@ -289,4 +299,14 @@ pub(crate) struct LimitArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BYTES as u64,
           value_parser = clap::value_parser!(u64).range(1..=MAX_MAX_BYTES as u64))]
     pub(crate) max_bytes: u64,
+}
+
+impl Default for LimitArgs {
+    /// The flags' own defaults.
+    fn default() -> LimitArgs {
+        LimitArgs {
+            max_lines: DEFAULT_MAX_LINES as u64,
+            max_bytes: DEFAULT_MAX_BYTES as u64,
+        }
+    }
 }

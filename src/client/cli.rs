@@ -341,6 +341,13 @@ pub fn main() -> ExitCode {
 /// error messages are unchanged.
 fn parse(argv: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
+    if argv.get(1).is_some_and(|first| first == "run")
+        && let Some(run) = run_cli::plain::read(&argv[2..])
+    {
+        return Ok(Cli {
+            command: Command::Run(Box::new(run)),
+        });
+    }
     let alone = match argv.get(1).and_then(|first| first.to_str()) {
         Some("run") => Some(RunArgs::augment_args(clap::Command::new("run"))),
         Some("hook") => Some(HookArgs::augment_args(clap::Command::new("hook"))),

@@ -29,7 +29,7 @@ use crate::protocol::{
 pub const EXIT_STILL_RUNNING: u8 = 75;
 
 /// `spillway run`'s flags for live runs.
-#[derive(Debug, Clone, Copy, Args)]
+#[derive(Debug, Clone, Copy, Default, Args)]
 pub struct LiveRunArgs {
     /// If the command has not exited after this long, print a preview of its output so far
     /// and return (exit code 75); it goes on (see `spillway wait`).

@@ -21,6 +21,8 @@ use crate::client::run_request::{self, ToRun};
 use crate::client::stdin;
 use crate::protocol::{Direction, Event, Request, RunRequest};
 
+pub(crate) mod plain;
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
