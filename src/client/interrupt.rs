@@ -26,6 +26,9 @@ pub(crate) struct Forwarder {
     state: Arc<Mutex<State>>,
     endpoint: Endpoint,
     handle: Option<Handle>,
+    /// The signals caught, and whether to follow the terminal's size, until
+    /// [`Forwarder::watch`] hands them to the thread that reads them.
+    waiting: Option<(Signals, bool)>,
 }
 
 #[derive(Default)]
@@ -40,22 +43,29 @@ struct State {
 
 impl Forwarder {
     /// Starts catching SIGINT, SIGTERM and SIGHUP for the run about to be requested; if they
-    /// cannot be caught, the client keeps their default action (as before).
+    /// cannot be caught, the client keeps their default action (as before). What is caught is
+    /// acted on once [`Forwarder::watch`] has started the thread that reads it.
     ///
     /// With `follow_size`, the run's terminal is given this one's size each time it changes
     /// (SIGWINCH).
     pub(crate) fn start(endpoint: &Endpoint, follow_size: bool) -> Forwarder {
-        let state = Arc::new(Mutex::new(State::default()));
-        let mut forwarder = Forwarder {
-            state: Arc::clone(&state),
+        let signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGWINCH]).ok();
+        Forwarder {
+            state: Arc::new(Mutex::new(State::default())),
             endpoint: endpoint.clone(),
-            handle: None,
+            handle: signals.as_ref().map(Signals::handle),
+            waiting: signals.map(|signals| (signals, follow_size)),
+        }
+    }
+
+    /// Starts the thread that acts on the signals caught (those caught before wait for it).
+    /// Called once the run is requested: a short run's request goes out without waiting for a
+    /// thread to start.
+    fn watch(&mut self) {
+        let Some((mut signals, follow_size)) = self.waiting.take() else {
+            return;
         };
-        let Ok(mut signals) = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGWINCH]) else {
-            return forwarder;
-        };
-        forwarder.handle = Some(signals.handle());
-        let endpoint = endpoint.clone();
+        let (state, endpoint) = (Arc::clone(&self.state), self.endpoint.clone());
         let watch = move || {
             for number in signals.forever() {
                 if number == SIGWINCH {
@@ -77,11 +87,10 @@ impl Forwarder {
             .spawn(watch);
         if started.is_err() {
             // Without the thread nothing would read the signals: give them back their default.
-            if let Some(handle) = forwarder.handle.take() {
+            if let Some(handle) = self.handle.take() {
                 handle.close();
             }
         }
-        forwarder
     }
 
     /// Notes an event of the run: its `started` gives the id that caught signals go to.
@@ -166,7 +175,10 @@ pub(crate) struct RunEvents {
 }
 
 impl RunEvents {
-    pub(crate) fn new(connection: Connection, forwarder: Forwarder) -> RunEvents {
+    /// The run's events, once its request has gone: the signals caught from now on are
+    /// forwarded.
+    pub(crate) fn new(connection: Connection, mut forwarder: Forwarder) -> RunEvents {
+        forwarder.watch();
         RunEvents {
             connection,
             forwarder,
