@@ -175,8 +175,8 @@ pub(crate) struct RunEvents {
 }
 
 impl RunEvents {
-    /// The run's events, once its request has gone: the signals caught from now on are
-    /// forwarded.
+    /// The run's events, once its request has gone: from now on the signals caught (since
+    /// [`Forwarder::start`]) are acted on.
     pub(crate) fn new(connection: Connection, mut forwarder: Forwarder) -> RunEvents {
         forwarder.watch();
         RunEvents {
