@@ -38,7 +38,7 @@ pub use request::*;
 pub use run_id::{BadRunId, RunId};
 
 use self::ops::{BARE_OPS, OPS};
-use self::without_field::WithoutField;
+use self::without_field::{FieldName, WithoutField};
 
 /// The protocol version this build speaks; requests must carry it as `"v"`.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -149,35 +149,6 @@ impl<'de> Deserialize<'de> for Envelope {
 
 struct EnvelopeVisitor;
 
-/// A request's field name, as the [`Envelope`] tells them apart (read without copying it).
-enum EnvelopeKey {
-    V,
-    Op,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for EnvelopeKey {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<EnvelopeKey, D::Error> {
-        struct KeyVisitor;
-        impl serde::de::Visitor<'_> for KeyVisitor {
-            type Value = EnvelopeKey;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a field name")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<EnvelopeKey, E> {
-                Ok(match key {
-                    "v" => EnvelopeKey::V,
-                    "op" => EnvelopeKey::Op,
-                    _ => EnvelopeKey::Other,
-                })
-            }
-        }
-        deserializer.deserialize_identifier(KeyVisitor)
-    }
-}
-
 impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
     type Value = Envelope;
 
@@ -192,11 +163,11 @@ impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
             op: None,
             others: 0,
         };
-        while let Some(key) = map.next_key::<EnvelopeKey>()? {
-            let (slot, name) = match key {
-                EnvelopeKey::V => (&mut envelope.v, "v"),
-                EnvelopeKey::Op => (&mut envelope.op, "op"),
-                EnvelopeKey::Other => {
+        while let Some(key) = map.next_key::<FieldName>()? {
+            let (slot, name) = match key.as_str() {
+                "v" => (&mut envelope.v, "v"),
+                "op" => (&mut envelope.op, "op"),
+                _ => {
                     map.next_value::<IgnoredAny>()?;
                     envelope.others += 1;
                     continue;

@@ -64,7 +64,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for HidingMap<A> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
-        while let Some(key) = self.map.next_key::<Key<'de>>()? {
+        while let Some(key) = self.map.next_key::<FieldName<'de>>()? {
             if key.as_str() == self.hidden {
                 self.map.next_value::<IgnoredAny>()?;
                 continue;
@@ -83,37 +83,41 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for HidingMap<A> {
     }
 }
 
-/// A field's name, borrowed from the line unless it had escapes.
-enum Key<'de> {
+/// A field's name, borrowed from the line unless it had escapes (the envelope reads its
+/// fields' names with it too).
+pub(super) enum FieldName<'de> {
     Borrowed(&'de str),
     Owned(String),
 }
 
-impl Key<'_> {
-    fn as_str(&self) -> &str {
+impl FieldName<'_> {
+    pub(super) fn as_str(&self) -> &str {
         match self {
-            Key::Borrowed(key) => key,
-            Key::Owned(key) => key,
+            FieldName::Borrowed(key) => key,
+            FieldName::Owned(key) => key,
         }
     }
 }
 
-impl<'de> serde::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Key<'de>, D::Error> {
+impl<'de> serde::Deserialize<'de> for FieldName<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<FieldName<'de>, D::Error> {
         struct KeyVisitor;
         impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
+            type Value = FieldName<'de>;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a field name")
             }
 
-            fn visit_borrowed_str<E: serde::de::Error>(self, key: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key::Borrowed(key))
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                key: &'de str,
+            ) -> Result<FieldName<'de>, E> {
+                Ok(FieldName::Borrowed(key))
             }
 
-            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Key<'de>, E> {
-                Ok(Key::Owned(key.to_string()))
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<FieldName<'de>, E> {
+                Ok(FieldName::Owned(key.to_string()))
             }
         }
         deserializer.deserialize_str(KeyVisitor)
