@@ -43,31 +43,105 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Links the `spillway` executable at a fixed address (`-no-pie`) on Linux with glibc, unless
-/// `SPILLWAY_PIE=1` asks for a position-independent one (a distribution whose policy wants
-/// every executable so).
+/// Links the `spillway` executable at a fixed address (`-no-pie`) and statically on Linux
+/// with glibc, unless `SPILLWAY_PIE=1` asks for a position-independent, dynamically linked one
+/// (a distribution whose policy wants every executable so).
 ///
-/// An agent host starts the binary once per command, and a position-independent one spends
-/// about 0.7 ms of CPU of each start on its 27,939 relative relocations: nearly all are
-/// pointers in `.data.rel.ro` (480 KiB), and writing them costs a copy-on-write page fault for
-/// every page they touch. At a fixed address the linker applies them once. The shared
-/// libraries, heap, stack and mappings are still placed at random; only the executable's own
-/// image is not.
-///
-/// A static build (`-C target-feature=+crt-static`, see the README) is linked at a fixed
-/// address too: `-static` beside `-no-pie`, for alone `-no-pie` would turn rustc's
-/// `-static-pie` into an executable that asks for a dynamic loader it has no table for, and
-/// crashes at its first instruction.
+/// An agent host starts the binary once per command. A position-independent one spends about
+/// 0.7 ms of CPU of each start on its 27,939 relative relocations: nearly all are pointers in
+/// `.data.rel.ro` (480 KiB), and writing them costs a copy-on-write page fault for every page
+/// they touch. At a fixed address the linker applies them once. A dynamically linked one
+/// spends about 0.9 ms more of each start on the shared libraries (three opened, mapped and
+/// protected, some 90 page faults, their mappings torn down at exit). The heap, stack and
+/// mappings are still placed at random; only the executable's own image is not.
 fn link_position_dependent() {
     println!("cargo::rerun-if-env-changed=SPILLWAY_PIE");
     let is = |key: &str, value: &str| std::env::var(key).is_ok_and(|v| v == value);
     let glibc_linux = is("CARGO_CFG_TARGET_OS", "linux") && is("CARGO_CFG_TARGET_ENV", "gnu");
     if glibc_linux && !is("SPILLWAY_PIE", "1") {
         println!("cargo::rustc-link-arg-bins=-no-pie");
-        let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
-        if features.split(',').any(|feature| feature == "crt-static") {
-            println!("cargo::rustc-link-arg-bins=-static");
+        link_statically();
+    }
+}
+
+/// Links the executable against glibc's and libgcc's static archives.
+///
+/// rustc's own way, `-C target-feature=+crt-static`, has to be given in `RUSTFLAGS`, which
+/// cargo also applies to the build's procedural macros unless `--target` is named, and a
+/// procedural macro cannot be linked statically. Without it, rustc asks for the system
+/// libraries as shared ones (`-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`), so
+/// `-static` alone would link them dynamically with no loader named, an executable that
+/// crashes at once. So a directory that holds, under those names, only static archives is
+/// searched first (a linker takes a library from the first directory that has either form),
+/// with libgcc's unwinder standing for `libgcc_s`; `-static` then gives the C start-up
+/// files of a static executable. With `-static` alone (a build with `crt-static`) rustc
+/// names the static archives itself.
+///
+/// Where the C toolchain has no static glibc, the executable stays dynamically linked, with
+/// a warning.
+fn link_statically() {
+    let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+    if !features.split(',').any(|feature| feature == "crt-static") {
+        match static_archives() {
+            Ok(dir) => {
+                println!("cargo::rustc-link-arg-bins=-L{}", dir.display());
+                // What libc's archive needs back from libgcc's, after it.
+                println!("cargo::rustc-link-arg-bins=-lgcc_eh");
+                println!("cargo::rustc-link-arg-bins=-lgcc");
+                println!("cargo::rustc-link-arg-bins=-lc");
+            }
+            Err(why) => {
+                println!("cargo::warning=spillway is linked dynamically: {why}");
+                return;
+            }
         }
+    }
+    println!("cargo::rustc-link-arg-bins=-static");
+}
+
+/// The libraries rustc links a Linux executable with, and the static archive standing for
+/// each.
+const ARCHIVES: [(&str, &str); 7] = [
+    ("gcc_s", "libgcc_eh.a"),
+    ("util", "libutil.a"),
+    ("rt", "librt.a"),
+    ("pthread", "libpthread.a"),
+    ("m", "libm.a"),
+    ("dl", "libdl.a"),
+    ("c", "libc.a"),
+];
+
+/// A directory in `OUT_DIR` with a `libNAME.a` link to the C toolchain's archive for each of
+/// [`ARCHIVES`].
+fn static_archives() -> Result<std::path::PathBuf, String> {
+    let out = std::env::var("OUT_DIR").map_err(|e| e.to_string())?;
+    let dir = Path::new(&out).join("static-libs");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    for (name, archive) in ARCHIVES {
+        let found = archive_path(archive)?;
+        let link = dir.join(format!("lib{name}.a"));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&found, &link)
+            .map_err(|e| format!("{}: {e}", link.display()))?;
+    }
+    Ok(dir)
+}
+
+/// Where the C compiler cargo links with finds `archive`.
+fn archive_path(archive: &str) -> Result<std::path::PathBuf, String> {
+    let cc = std::env::var("RUSTC_LINKER")
+        .or_else(|_| std::env::var("CC"))
+        .unwrap_or_else(|_| "cc".to_string());
+    let printed = std::process::Command::new(&cc)
+        .arg(format!("-print-file-name={archive}"))
+        .output()
+        .map_err(|e| format!("{cc}: {e}"))?;
+    let path = std::path::PathBuf::from(String::from_utf8_lossy(&printed.stdout).trim());
+    // A compiler that does not find the file prints its name back.
+    if printed.status.success() && path.is_absolute() && path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("{cc} finds no {archive}"))
     }
 }
 

@@ -8,6 +8,7 @@ mod docs;
 mod engine;
 mod escapes;
 mod examples;
+mod executable;
 mod faults;
 mod full_disk;
 mod fuzz_corpus;

@@ -1,0 +1,67 @@
+//! The executable as `build.rs` links it: on Linux with glibc, statically and at a fixed
+//! address, so that an agent host's every start maps no shared library and applies no
+//! relocation (see docs/security.md), unless the build asked for `SPILLWAY_PIE=1`.
+
+/// `ET_EXEC` of `<elf.h>`: an executable linked at a fixed address.
+const ET_EXEC: u16 = 2;
+/// `PT_INTERP` of `<elf.h>`: the program header naming a dynamic loader.
+const PT_INTERP: u32 = 3;
+/// `PT_DYNAMIC` of `<elf.h>`: the program header of a dynamic section.
+const PT_DYNAMIC: u32 = 2;
+
+fn u16_at(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(bytes[at..at + 2].try_into().unwrap())
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> usize {
+    usize::try_from(u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())).unwrap()
+}
+
+/// The ELF type and the program headers' types of a little-endian 64-bit ELF file.
+fn elf_types(path: &str) -> (u16, Vec<u32>) {
+    use std::io::Read;
+    let mut head = vec![0; 64 * 1024];
+    let mut file = std::fs::File::open(path).unwrap();
+    let read = file.read(&mut head).unwrap();
+    head.truncate(read);
+    assert_eq!(&head[..4], b"\x7fELF", "{path} is not an ELF file");
+    assert_eq!(
+        (head[4], head[5]),
+        (2, 1),
+        "{path}: not 64-bit little-endian"
+    );
+    let (phoff, phentsize, phnum) = (
+        u64_at(&head, 32),
+        usize::from(u16_at(&head, 54)),
+        usize::from(u16_at(&head, 56)),
+    );
+    let kinds = (0..phnum)
+        .map(|i| u32_at(&head, phoff + i * phentsize))
+        .collect();
+    (u16_at(&head, 16), kinds)
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
+#[test]
+fn the_executable_is_static_at_a_fixed_address() {
+    if option_env!("SPILLWAY_PIE") == Some("1") {
+        eprintln!("SKIPPED: built with SPILLWAY_PIE=1, position-independent by request");
+        return;
+    }
+    let path = env!("CARGO_BIN_EXE_spillway");
+    let (kind, headers) = elf_types(path);
+    assert_eq!(kind, ET_EXEC, "{path} is not linked at a fixed address");
+    assert!(
+        !headers.contains(&PT_INTERP) && !headers.contains(&PT_DYNAMIC),
+        "{path} is linked dynamically: program headers {headers:?}"
+    );
+    let version = std::process::Command::new(path)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(version.status.success(), "{version:?}");
+}
