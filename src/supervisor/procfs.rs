@@ -103,6 +103,23 @@ pub fn comm_of(text: &str) -> Option<&str> {
     Some(&text[text.find('(')? + 1..text.rfind(')')?])
 }
 
+/// The children of this process's main thread: every orphan this process has adopted as a
+/// child subreaper, and whatever that thread started itself. The kernel hands an orphan to
+/// the first live thread of its reaper's thread group, which is the main thread while that
+/// lives (`find_alive_thread` in the kernel's `exit.c`), and a thread that ends hands its
+/// children on the same way, so this one read finds what [`own_children`] would among the
+/// adopted, where that one reads every thread's list. `None` when the kernel does not list
+/// children (`CONFIG_PROC_CHILDREN`).
+pub fn adopted_children() -> Option<Vec<u32>> {
+    let me = std::process::id();
+    let text = fs::read_to_string(format!("/proc/{me}/task/{me}/children")).ok()?;
+    Some(
+        text.split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .collect(),
+    )
+}
+
 /// This process's children now, from each thread's `/proc/PID/task/TID/children` (an orphan
 /// the daemon adopts becomes the child of one of its threads): a few small reads where
 /// [`all_processes`] reads every process's stat. `None` when the kernel does not list

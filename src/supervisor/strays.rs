@@ -24,7 +24,7 @@ use nix::sys::signal::Signal;
 
 use super::cgroup::procs_of;
 use super::members::{Member, describe, marker, signal_exact};
-use super::procfs::{Stat, all_processes, command_line, dying, own_children, stat};
+use super::procfs::{Stat, adopted_children, all_processes, command_line, dying, stat};
 use super::reaper;
 use crate::sync::lock;
 
@@ -107,11 +107,12 @@ fn alive(m: &Member) -> bool {
 /// their descendants.
 ///
 /// Every run's end sweeps, just before its exit is told, so most sweeps find nothing: the
-/// daemon's own children are looked at first, and every process in `/proc` (five system calls
-/// each) only when one of them is a stray, for its descendants. A short run's end was
-/// otherwise a scan of the whole machine's processes.
+/// orphans the daemon adopted are looked at first (a stray is one: the daemon's other
+/// children are its runs' commands), and every process in `/proc` (five system calls each)
+/// only when one of them is a stray, for its descendants. A short run's end was otherwise a
+/// scan of the whole machine's processes.
 fn find() -> Vec<Member> {
-    if let Some(children) = own_children() {
+    if let Some(children) = adopted_children() {
         let children: Vec<Stat> = children.into_iter().filter_map(stat).collect();
         if strays_among(&children).is_empty() {
             return Vec::new();
