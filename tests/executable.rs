@@ -1,6 +1,8 @@
-//! The executable as `build.rs` links it: on Linux with glibc, statically and at a fixed
+//! The executable as `build.rs` links it (on Linux with glibc, statically and at a fixed
 //! address, so that an agent host's every start maps no shared library and applies no
-//! relocation (see docs/security.md), unless the build asked for `SPILLWAY_PIE=1`.
+//! relocation; see docs/security.md, unless the build asked for `SPILLWAY_PIE=1`), and what its
+//! own start-up (`src/main.rs`) does in place of Rust's: closed standard descriptors opened on
+//! `/dev/null`, `SIGPIPE` ignored.
 
 /// `ET_EXEC` of `<elf.h>`: an executable linked at a fixed address.
 const ET_EXEC: u16 = 2;
@@ -64,4 +66,50 @@ fn the_executable_is_static_at_a_fixed_address() {
         .output()
         .unwrap();
     assert!(version.status.success(), "{version:?}");
+}
+
+/// A `truncate` started with its standard output closed opens `/dev/null` in its place at its
+/// start: its preview goes nowhere, not into the first file it opens, its spill, which holds
+/// the input byte for byte.
+#[test]
+fn a_closed_standard_output_is_not_the_spill() {
+    let sandbox = crate::helper::Sandbox::new();
+    let input = crate::helper::numbered(20_000);
+    let mut truncate = sandbox.spillway();
+    truncate.arg("truncate");
+    // SAFETY: close(2) between fork and exec touches nothing of the parent's.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut truncate, || {
+            libc::close(1);
+            Ok(())
+        });
+    }
+    let out = crate::helper::run_with_input(truncate, input.as_bytes());
+    assert!(out.status.success(), "{out:?}");
+    let spills = sandbox.spills();
+    assert_eq!(spills.len(), 1, "{spills:?}");
+    let spilled = std::fs::read(&spills[0]).unwrap();
+    assert!(spilled == input.as_bytes(), "the spill is not the input");
+}
+
+/// spillway's own status is 0 when what reads its output goes away early: a closed pipe is an
+/// error it handles (`SIGPIPE` is ignored), not a signal that kills it.
+#[test]
+fn a_reader_gone_early_is_not_a_failure() {
+    let sandbox = crate::helper::Sandbox::new();
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(
+            r#"seq 1 200000 | "$0" truncate --max-bytes 10000000 --max-lines 1000000 | head -n 1;
+               echo "status ${PIPESTATUS[1]}""#,
+        )
+        .arg(env!("CARGO_BIN_EXE_spillway"))
+        .env("SPILLWAY_DATA_DIR", sandbox.data_dir())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1\nstatus 0\n",
+        "{out:?}"
+    );
 }
