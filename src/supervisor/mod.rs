@@ -77,6 +77,7 @@ use self::descendants::Member;
 use self::limits::Resources;
 use crate::protocol::{LimitHit, StoppedProcess};
 mod reader;
+mod run_threads;
 mod shared;
 mod spawn;
 mod waiter;

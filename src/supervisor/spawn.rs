@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::thread::{self, JoinHandle};
 
 use chrono::Utc;
 use nix::errno::Errno;
@@ -23,7 +22,7 @@ use crate::supervisor::cgroup::RunCgroup;
 use crate::supervisor::descendants::Tracker;
 use crate::supervisor::limits::{Enforcement, Resources};
 use crate::supervisor::pty::{self, Channel};
-use crate::supervisor::{contain, reaper};
+use crate::supervisor::{contain, reaper, run_threads};
 
 use super::reader::{Drain, Reader};
 use super::waiter::Waiter;
@@ -193,7 +192,7 @@ fn start_threads(
         let _ = reader_tx.send(result);
     };
     match spawn_thread("read", pid, read) {
-        Ok(_detached) => Ok((exited_rx, finished_rx)),
+        Ok(()) => Ok((exited_rx, finished_rx)),
         Err(e) => {
             shared.signal(Signal::SIGKILL);
             Err(e)
@@ -291,17 +290,10 @@ pub(super) fn spawn_error(program: &str, e: io::Error) -> LaunchError {
     }
 }
 
-/// Spawns one of a run's threads, named after its job and the run's pid (short enough for
-/// Linux's 15-byte thread names).
-fn spawn_thread<T: Send + 'static>(
-    job: &str,
-    pid: Pid,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<JoinHandle<T>, LaunchError> {
-    thread::Builder::new()
-        .name(format!("{job}-{pid}"))
-        .spawn(f)
-        .map_err(|e| LaunchError::Internal {
-            reason: format!("cannot start a thread: {e}"),
-        })
+/// Starts one of a run's threads' jobs ([`run_threads`]), named after the job and the run's
+/// pid (short enough for Linux's 15-byte thread names).
+fn spawn_thread(job: &str, pid: Pid, f: impl FnOnce() + Send + 'static) -> Result<(), LaunchError> {
+    run_threads::spawn(format!("{job}-{pid}"), f).map_err(|e| LaunchError::Internal {
+        reason: format!("cannot start a thread: {e}"),
+    })
 }
