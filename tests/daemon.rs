@@ -405,17 +405,22 @@ fn run_starts_a_daemon_when_none_is_running_and_racers_share_it() {
     let pid = client.ask(&json!({"v": 1, "op": "ping"}))["pid"]
         .as_u64()
         .unwrap() as u32;
-    let daemons = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
-                let c = String::from_utf8_lossy(&c);
-                c.contains("daemon") && c.contains(socket.to_str().unwrap())
+    // A racer whose own daemon lost connects to the winner as soon as its socket answers, and
+    // may be done before its daemon has found the data directory taken and gone away.
+    let daemons = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                    let c = String::from_utf8_lossy(&c);
+                    c.contains("daemon") && c.contains(socket.to_str().unwrap())
+                })
             })
-        })
-        .count();
-    assert_eq!(daemons, 1, "exactly one daemon serves the socket");
+            .count()
+    };
+    wait_for(|| daemons() <= 1, "the daemons that lost the race to exit");
+    assert_eq!(daemons(), 1, "exactly one daemon serves the socket");
     drop(client);
     signal(pid, "TERM");
     wait_for(|| !socket.exists(), "the autostarted daemon to stop");
