@@ -95,7 +95,7 @@ pub(super) struct Stack {
 #[cfg(target_arch = "x86_64")]
 impl Stack {
     /// A stack of at least `size` bytes (whole pages) above its guard page.
-    fn new(size: usize) -> io::Result<Stack> {
+    pub(super) fn new(size: usize) -> io::Result<Stack> {
         let page = page_size();
         let len = size.div_ceil(page).saturating_add(1).saturating_mul(page);
         // SAFETY: a fresh private anonymous mapping, placed by the kernel: nothing else of
@@ -128,44 +128,6 @@ impl Stack {
     fn usable(&self) -> (u64, u64) {
         let page = page_size();
         (self.base as u64 + page as u64, (self.len - page) as u64)
-    }
-}
-
-// SAFETY: a `Stack` owns its mapping alone; nothing else points into it while it is not lent to
-// a child, and a child runs on it only while `spawn_sharing`, which borrows it, has not
-// returned.
-#[cfg(target_arch = "x86_64")]
-unsafe impl Send for Stack {}
-
-/// The stack the last child ran on, kept for the next one: mapping a stack and unmapping it
-/// costs three system calls a run, its first pages' faults in the child (while the daemon's
-/// thread waits for its `exec`), and at the unmapping a flush of the mapping from every CPU
-/// that runs another of the daemon's threads.
-#[cfg(target_arch = "x86_64")]
-static SPARE: std::sync::Mutex<Option<Stack>> = std::sync::Mutex::new(None);
-
-#[cfg(target_arch = "x86_64")]
-impl Stack {
-    /// The spare stack if it has at least `size` bytes, else a new one.
-    pub(super) fn take(size: usize) -> io::Result<Stack> {
-        Stack::take_from(&SPARE, size)
-    }
-
-    /// Keeps this stack as the spare, in place of any other.
-    pub(super) fn give_back(self) {
-        self.give_back_to(&SPARE);
-    }
-
-    fn take_from(spare: &std::sync::Mutex<Option<Stack>>, size: usize) -> io::Result<Stack> {
-        let spare = crate::sync::lock(spare).take();
-        match spare {
-            Some(stack) if stack.usable().1 >= size as u64 => Ok(stack),
-            _ => Stack::new(size),
-        }
-    }
-
-    fn give_back_to(self, spare: &std::sync::Mutex<Option<Stack>>) {
-        let _replaced = crate::sync::lock(spare).replace(self);
     }
 }
 
@@ -251,25 +213,6 @@ pub(super) unsafe fn spawn_sharing(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A stack given back is the next one taken when it is large enough, and a larger one is
-    /// mapped when it is not.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn the_spare_stack_is_taken_when_large_enough() {
-        let spare = std::sync::Mutex::new(None);
-        let first = Stack::take_from(&spare, 64 * 1024).unwrap();
-        let base = first.base;
-        first.give_back_to(&spare);
-        let again = Stack::take_from(&spare, 32 * 1024).unwrap();
-        assert_eq!(again.base, base);
-        again.give_back_to(&spare);
-        let larger = Stack::take_from(&spare, 1024 * 1024).unwrap();
-        assert_ne!(larger.base, base);
-        assert!(larger.usable().1 >= 1024 * 1024);
-        larger.give_back_to(&spare);
-        assert!(crate::sync::lock(&spare).is_some());
-    }
 
     #[test]
     fn the_arguments_have_the_kernels_second_layout() {

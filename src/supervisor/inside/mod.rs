@@ -219,20 +219,17 @@ fn start_child(setup: &Setup<'_>, dir: BorrowedFd<'_>, report: RawFd) -> io::Res
             child::run(handoff.setup, handoff.report)
         }
     }
-    let mut stack = clone3::Stack::take(setup.exec.stack_size())?;
+    let mut stack = clone3::Stack::new(setup.exec.stack_size())?;
     let handoff = Handoff { setup, report };
     // SAFETY: `enter` keeps the contract (above); `handoff` outlives the call.
-    let pid = unsafe {
+    unsafe {
         clone3::spawn_sharing(
             dir,
             &mut stack,
             enter,
             (&raw const handoff).cast_mut().cast(),
         )
-    };
-    // The child has exec'd or exited: nothing runs on the stack any more.
-    stack.give_back();
-    pid
+    }
 }
 
 /// Forks the child, which runs on a copy of the daemon's memory until its `exec`.
