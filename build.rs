@@ -58,10 +58,20 @@ fn link_position_dependent() {
     println!("cargo::rerun-if-env-changed=SPILLWAY_PIE");
     let is = |key: &str, value: &str| std::env::var(key).is_ok_and(|v| v == value);
     let glibc_linux = is("CARGO_CFG_TARGET_OS", "linux") && is("CARGO_CFG_TARGET_ENV", "gnu");
-    if glibc_linux && !is("SPILLWAY_PIE", "1") {
+    let linked = if !glibc_linux {
+        "default"
+    } else if is("SPILLWAY_PIE", "1") {
+        "pie"
+    } else {
         println!("cargo::rustc-link-arg-bins=-no-pie");
-        link_statically();
-    }
+        if link_statically() {
+            "static"
+        } else {
+            "dynamic"
+        }
+    };
+    // What the tests expect of the executable (`tests/executable.rs`).
+    println!("cargo::rustc-env=SPILLWAY_LINKED={linked}");
 }
 
 /// Links the executable against glibc's and libgcc's static archives.
@@ -78,8 +88,8 @@ fn link_position_dependent() {
 /// names the static archives itself.
 ///
 /// Where the C toolchain has no static glibc, the executable stays dynamically linked, with
-/// a warning.
-fn link_statically() {
+/// a warning. Returns whether it is linked statically.
+fn link_statically() -> bool {
     let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
     if !features.split(',').any(|feature| feature == "crt-static") {
         match static_archives() {
@@ -92,11 +102,12 @@ fn link_statically() {
             }
             Err(why) => {
                 println!("cargo::warning=spillway is linked dynamically: {why}");
-                return;
+                return false;
             }
         }
     }
     println!("cargo::rustc-link-arg-bins=-static");
+    true
 }
 
 /// The libraries rustc links a Linux executable with, and the static archive standing for
