@@ -1,9 +1,8 @@
 //! The executable as `build.rs` links it (on Linux with glibc, statically and at a fixed
 //! address, so that an agent host's every start maps no shared library and applies no
-//! relocation; see docs/security.md, unless the build asked for `SPILLWAY_PIE=1` or the C
-//! toolchain has no static glibc), and what its
-//! own start-up (`src/main.rs`) does in place of Rust's: closed standard descriptors opened on
-//! `/dev/null`, `SIGPIPE` ignored.
+//! relocation; see docs/security.md), unless the build asked for `SPILLWAY_PIE=1` or the C
+//! toolchain has no static glibc; and what its own start-up (`src/main.rs`) does in place of
+//! Rust's: closed standard descriptors opened on `/dev/null`, `SIGPIPE` ignored.
 
 /// `ET_EXEC` of `<elf.h>`: an executable linked at a fixed address.
 const ET_EXEC: u16 = 2;
