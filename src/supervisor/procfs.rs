@@ -113,11 +113,13 @@ pub fn comm_of(text: &str) -> Option<&str> {
 pub fn adopted_children() -> Option<Vec<u32>> {
     let me = std::process::id();
     let text = fs::read_to_string(format!("/proc/{me}/task/{me}/children")).ok()?;
-    Some(
-        text.split_whitespace()
-            .filter_map(|p| p.parse::<u32>().ok())
-            .collect(),
-    )
+    Some(pids_in(&text).collect())
+}
+
+/// The pids a `/proc/PID/task/TID/children` file lists.
+fn pids_in(text: &str) -> impl Iterator<Item = u32> + '_ {
+    text.split_whitespace()
+        .filter_map(|p| p.parse::<u32>().ok())
 }
 
 /// This process's children now, from each thread's `/proc/PID/task/TID/children` (an orphan
@@ -134,10 +136,7 @@ pub fn own_children() -> Option<Vec<u32>> {
         match fs::read_to_string(task.path().join("children")) {
             Ok(text) => {
                 listed = true;
-                children.extend(
-                    text.split_whitespace()
-                        .filter_map(|p| p.parse::<u32>().ok()),
-                );
+                children.extend(pids_in(&text));
             }
             // The thread has ended since the directory was read.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && task.path().exists() => {

@@ -59,17 +59,18 @@ pub(super) fn spawn(name: String, work: impl FnOnce() + Send + 'static) -> std::
         return Ok(());
     }
     drop(queue);
-    let name = job.name.clone();
+    let Job { name, work } = job;
     std::thread::Builder::new()
         .name(name)
-        .spawn(move || work_from(job))
+        .spawn(move || work_from(work))
         .map(drop)
 }
 
-/// A pool thread's life: `first`, then whatever jobs are queued, then waiting for more until
-/// [`IDLE_LIFETIME`] passes with none, or enough threads wait already.
-fn work_from(first: Job) {
-    (first.work)();
+/// A pool thread's life: `first` (the thread already bears its name), then whatever jobs are
+/// queued, then waiting for more until [`IDLE_LIFETIME`] passes with none, or enough threads
+/// wait already.
+fn work_from(first: Box<dyn FnOnce() + Send>) {
+    first();
     let mut queue = lock(&QUEUE);
     loop {
         if let Some(job) = queue.jobs.pop_front() {
