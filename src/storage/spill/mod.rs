@@ -19,6 +19,7 @@ use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
+mod ahead;
 mod writer;
 
 use writer::{Batch, BatchWriter, Floor, Progress, Spare, write_batches};

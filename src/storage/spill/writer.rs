@@ -9,6 +9,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use super::ahead::{AHEAD_STEP, Ahead};
 use crate::storage::space;
 
 /// What reads a spill's text on the writer thread as it is written (the engine's scanner, which
@@ -43,13 +44,25 @@ pub type Prepared = Box<dyn std::any::Any + Send>;
 pub(super) struct Floor {
     /// Bytes to write before the next look.
     until_check: u64,
+    /// The room above the floor at the last look.
+    room: u64,
 }
 
 impl Floor {
     const CHECK_EVERY: u64 = 4 << 20;
 
     pub(super) fn new() -> Floor {
-        Floor { until_check: 0 }
+        Floor {
+            until_check: 0,
+            room: 0,
+        }
+    }
+
+    /// Whether the disk had room, at the last look, for blocks taken `step` at a time ahead
+    /// of the writes without the floor ever seeing them: with four steps of room, what was
+    /// taken is written before the room could run out.
+    fn roomy(&self, step: u64) -> bool {
+        self.room >= 4 * step
     }
 
     /// Whether `len` more bytes may go to `file`; if not, how many may (the room left above
@@ -65,6 +78,7 @@ impl Floor {
             return Ok(());
         };
         let room = free.saturating_sub(space::LOW_SPACE);
+        self.room = room;
         if room < len {
             return Err((room, space::spill_floor_reached(free)));
         }
@@ -129,6 +143,10 @@ pub(super) struct BatchWriter {
     /// `None` once a write has failed.
     file: Option<File>,
     floor: Option<Floor>,
+    /// Bytes in the file.
+    in_file: u64,
+    /// The file's blocks allocated ahead of its writes, given back as the writer closes it.
+    ahead: Ahead,
 }
 
 impl BatchWriter {
@@ -136,7 +154,31 @@ impl BatchWriter {
         BatchWriter {
             file: Some(file),
             floor,
+            in_file: 0,
+            ahead: Ahead::default(),
         }
+    }
+
+    /// Writes `text` to the file, its blocks allocated ahead for a large spill.
+    fn write_text(&mut self, text: &str) -> Option<Result<(), String>> {
+        let file = self.file.as_mut()?;
+        let roomy = self.floor.as_ref().is_none_or(|f| f.roomy(AHEAD_STEP));
+        self.ahead
+            .before_write(file, self.in_file, text.len() as u64, roomy);
+        let result = write_admitted(file, self.floor.as_mut(), text);
+        if result.is_ok() {
+            self.in_file += text.len() as u64;
+        }
+        Some(result)
+    }
+
+    /// Closes the file after a failed write, its blocks allocated ahead given back; returns
+    /// how many bytes it really holds.
+    fn close_failed(&mut self) -> Option<u64> {
+        let file = self.file.take()?;
+        let len = file.metadata().ok()?.len();
+        self.ahead.release(&file, len);
+        Some(len)
     }
 
     /// Writes and scans `batch`, gives its emptied buffer back to `spare` if given, and tells
@@ -154,9 +196,10 @@ impl BatchWriter {
             scan_only,
             scanner,
         } = batch;
-        let result = match self.file.as_mut() {
-            Some(f) if !scan_only => Some(write_admitted(f, self.floor.as_mut(), &text)),
-            _ => None,
+        let result = if scan_only {
+            None
+        } else {
+            self.write_text(&text)
         };
         if let Some(scanner) = scanner {
             scanner.read(&text, newlines, prepared);
@@ -173,8 +216,7 @@ impl BatchWriter {
             Some(Ok(())) => progress.written += len,
             Some(Err(e)) => {
                 // Part of the batch may have landed: report what is really on disk.
-                let file = self.file.take();
-                if let Some(len) = file.and_then(|f| f.metadata().ok()).map(|m| m.len()) {
+                if let Some(len) = self.close_failed() {
                     progress.written = len;
                 }
                 progress.error = Some(e);
@@ -183,6 +225,14 @@ impl BatchWriter {
         }
         drop(progress);
         wake.notify_all();
+    }
+}
+
+impl Drop for BatchWriter {
+    fn drop(&mut self) {
+        if let Some(file) = &self.file {
+            self.ahead.release(file, self.in_file);
+        }
     }
 }
 
