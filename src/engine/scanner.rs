@@ -6,16 +6,16 @@
 //! which of its lines the highlighter counted, so a preview's counts of what it omits are
 //! exact. The search for the highlighter's candidate lines, about half the work, and the
 //! shapes of the lines over an output's first MiBs, need nothing but the text: the capture's
-//! thread finds them for a batch it hands the writer while the writer is still busy with the
-//! one before, and leaves them to the writer when it waits, so whichever thread has the time
-//! does that work.
+//! thread finds them for a batch it hands the writer while the writer is still at an earlier
+//! one, half of the candidate lines while the writer is at the one before, and leaves them to
+//! the writer when it waits, so whichever thread has the time does that work.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::highlight::{CandidateLines, Findings, Highlighter, LineShapes, Patterns};
 use crate::engine::outline::{Outline, OutlineView};
-use crate::storage::spill::{Prepared, TextReader};
+use crate::storage::spill::{Prepared, Share, TextReader};
 
 /// The highlighter (when highlights are on) and the outline of one output.
 #[derive(Debug)]
@@ -181,31 +181,29 @@ enum Prepare {
     Later(Piece),
 }
 
-/// Where the capture's thread stops looking for a batch's candidate lines when the writer is
-/// busy, leaving the rest to the writer: the line after the batch's middle. Both threads are
-/// busy then, and the search is the one part of the work either can do: with the whole search
-/// on the capture's thread (as it was), it did 55 % of a `truncate`'s work and the writer
-/// waited for it; split so, the two do about as much.
+/// Where the capture's thread stops looking for a batch's candidate lines when it does half
+/// ([`Share::Half`]), leaving the rest to the writer: the line after the batch's middle. Both
+/// threads are busy then, and the search is the one part of the work either can do: with the
+/// whole search on the capture's thread whenever the writer was busy (as it was), that thread
+/// did 55 % of a `truncate`'s work and the writer waited for it.
 fn split_for_writer(text: &str) -> usize {
     let middle = text.len() / 2;
     memchr::memchr(b'\n', &text.as_bytes()[middle..]).map_or(text.len(), |i| middle + i + 1)
 }
 
-/// The spill's writer thread hands the scanner each piece of output as it writes it, with its
-/// candidate lines found on the capture's thread when the writer was busy, else found there.
+/// The spill's writer thread hands the scanner each piece of output as it writes it, with as
+/// much of its candidate lines as the capture's thread found (by how busy the writer was);
+/// the writer finds the rest.
 impl TextReader for SharedScanner {
-    fn prepare(&self, text: &str, here: bool) -> Option<Prepared> {
+    fn prepare(&self, text: &str, share: Share) -> Option<Prepared> {
         let piece = self.piece(text)?;
-        let prepared = if here {
-            let from = split_for_writer(text);
-            Prepare::Found {
-                found: self.find_to(piece, text, from)?,
-                from,
-            }
-        } else {
-            Prepare::Later(piece)
+        let from = match share {
+            Share::Nothing => return Some(Box::new(Prepare::Later(piece))),
+            Share::Half => split_for_writer(text),
+            Share::All => text.len(),
         };
-        Some(Box::new(prepared))
+        let found = self.find_to(piece, text, from)?;
+        Some(Box::new(Prepare::Found { found, from }))
     }
 
     fn read(&self, text: &str, newlines: u64, prepared: Option<Prepared>) {
@@ -230,14 +228,14 @@ mod tests {
     use super::*;
     use crate::engine::normalise::count_newlines;
 
-    /// What a scanner made of `pieces`, each prepared on the sender's thread or left to the
-    /// reader as `here` says (in turn), every piece prepared before the one ahead of it is read,
-    /// as a sender does while the writer is busy.
-    fn scanned(pieces: &[String], here: &[bool]) -> String {
+    /// What a scanner made of `pieces`, each prepared on the sender's thread as far as `shares`
+    /// says (in turn), every piece prepared before the one ahead of it is read, as a sender
+    /// does while the writer is busy.
+    fn scanned(pieces: &[String], shares: &[Share]) -> String {
         let scanner = SharedScanner::new(Some(Patterns::defaults()), 12, 600);
         let mut ahead = None;
-        for (piece, &here) in pieces.iter().zip(here.iter().cycle()) {
-            let prepared = scanner.prepare(piece, here);
+        for (piece, &share) in pieces.iter().zip(shares.iter().cycle()) {
+            let prepared = scanner.prepare(piece, share);
             if let Some((text, prepared)) = ahead.replace((piece, prepared)) {
                 scanner.read(text, count_newlines(text), prepared);
             }
@@ -290,14 +288,17 @@ mod tests {
     }
 
     proptest! {
-        /// Whether a piece's candidate lines and shapes were found on the sender's thread or
-        /// on the writer's changes nothing the scanner makes of the output: it is what the
+        /// Whether a piece's candidate lines and shapes were found on the sender's thread, on
+        /// the writer's, or half on each changes nothing the scanner makes of the output: it is what the
         /// scanner makes of the pieces written to it one by one.
         #[test]
         fn where_a_piece_is_prepared_changes_nothing(
             lines in prop::collection::vec(line(), 0..60),
             size in 1usize..200,
-            here in prop::collection::vec(any::<bool>(), 1..6),
+            shares in prop::collection::vec(
+                prop_oneof![Just(Share::Nothing), Just(Share::Half), Just(Share::All)],
+                1..6,
+            ),
         ) {
             let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
             let pieces: Vec<String> = text
@@ -310,7 +311,7 @@ mod tests {
                 written.write(piece, count_newlines(piece));
             }
             written.finish();
-            prop_assert_eq!(scanned(&pieces, &here), format!("{:?}", written.snapshot()));
+            prop_assert_eq!(scanned(&pieces, &shares), format!("{:?}", written.snapshot()));
         }
     }
 }

@@ -2,22 +2,29 @@
 //! elsewhere), so the outline walks a piece's lines without a search per line.
 
 /// The newlines of a piece in order, found 64 bytes at a time as bit masks (a window of
-/// blocks at once, with the widest vectors the CPU has) and walked with `trailing_zeros`: on
-/// lines of a hundred bytes, a search call per line costs more than finding them all.
+/// blocks at once, with the widest vectors the CPU has) and laid out as a list of positions
+/// per window: on lines of a hundred bytes, a search call per line costs more than finding
+/// them all, and so does walking the masks bit by bit as lines are asked for (whether a block
+/// of 64 bytes holds a newline is a branch the CPU guesses wrong every other time; 35 ms of a
+/// 256 MiB `run --no-tty`, the writer's largest cost after the kernel's copy).
 pub(super) struct Newlines<'a> {
     pub(super) bytes: &'a [u8],
     pub(super) avx2: bool,
-    /// `masks[j]`: bit `k` set when byte `(first + j) * 64 + k` is a newline.
-    pub(super) masks: [u64; MASK_WINDOW],
-    pub(super) first: usize,
-    /// Masks of the window found, the one being walked, and its bits not yet walked.
-    pub(super) len: usize,
-    pub(super) at: usize,
-    pub(super) mask: u64,
+    /// The newlines of the window found, as offsets from its start (the first `count`).
+    ends: [u16; ENDS],
+    /// Where the window found starts (a multiple of 64), where the next one does.
+    start: usize,
+    next_start: usize,
+    /// Newlines in the window, and how many of them were walked.
+    count: usize,
+    at: usize,
 }
 
 /// Blocks of 64 bytes whose masks are found in one go (2 KiB of text).
 const MASK_WINDOW: usize = 32;
+
+/// Room for a window's newlines, each of its bytes one at worst.
+const ENDS: usize = MASK_WINDOW * 64;
 
 impl<'a> Newlines<'a> {
     pub(super) fn new(bytes: &'a [u8]) -> Newlines<'a> {
@@ -27,47 +34,80 @@ impl<'a> Newlines<'a> {
             avx2: std::arch::is_x86_feature_detected!("avx2"),
             #[cfg(not(target_arch = "x86_64"))]
             avx2: false,
-            masks: [0; MASK_WINDOW],
-            first: 0,
-            len: 0,
+            ends: [0; ENDS],
+            start: 0,
+            next_start: 0,
+            count: 0,
             at: 0,
-            mask: 0,
         }
     }
 
-    /// Finds the masks of the next window; false at the end of the text.
+    /// Finds the newlines of the next window that has any; false at the end of the text.
     fn fill(&mut self) -> bool {
-        let first = self.first + self.len;
-        let Some(window) = self.bytes.get(first * 64..).filter(|w| !w.is_empty()) else {
-            return false;
-        };
-        let (blocks, rest) = window[..window.len().min(MASK_WINDOW * 64)].as_chunks::<64>();
-        newline_masks(blocks, &mut self.masks, self.avx2);
-        self.len = blocks.len();
-        if !rest.is_empty() {
-            // Only the text's last window ends with a short block, so there is room.
-            self.masks[self.len] = newline_mask_slowly(rest);
-            self.len += 1;
+        let mut masks = [0u64; MASK_WINDOW];
+        loop {
+            let start = self.next_start;
+            let Some(window) = self.bytes.get(start..).filter(|w| !w.is_empty()) else {
+                return false;
+            };
+            let window = &window[..window.len().min(MASK_WINDOW * 64)];
+            let (blocks, rest) = window.as_chunks::<64>();
+            newline_masks(blocks, &mut masks, self.avx2);
+            let mut len = blocks.len();
+            if !rest.is_empty() {
+                // Only the text's last window ends with a short block, so there is room.
+                masks[len] = newline_mask_slowly(rest);
+                len += 1;
+            }
+            self.start = start;
+            self.next_start = start + window.len();
+            self.count = lay_out(&masks[..len], &mut self.ends);
+            self.at = 0;
+            if self.count > 0 {
+                return true;
+            }
         }
-        self.first = first;
-        self.at = 0;
-        true
     }
+}
+
+/// Writes the positions of the set bits of `masks` (block `j`'s bit `k` is byte `64 j + k`) to
+/// `ends` in order; returns how many there are. Only the blocks that hold a newline are
+/// visited (a bit each, in `holding`), and a block's first newline is written before asking
+/// whether it has more, which on lines of more than 64 bytes it seldom has: the branches the
+/// CPU must guess are then taken the same way nearly every time.
+fn lay_out(masks: &[u64], ends: &mut [u16; ENDS]) -> usize {
+    let holding = masks.iter().enumerate().fold(0u32, |holding, (j, &mask)| {
+        holding | u32::from(mask != 0) << j
+    });
+    let mut n = 0;
+    let mut blocks = holding;
+    while blocks != 0 {
+        let j = blocks.trailing_zeros() as usize;
+        blocks &= blocks - 1;
+        let base = (j * 64) as u16;
+        let mut bits = masks[j];
+        ends[n] = base + bits.trailing_zeros() as u16;
+        n += 1;
+        bits &= bits - 1;
+        while bits != 0 {
+            ends[n] = base + bits.trailing_zeros() as u16;
+            n += 1;
+            bits &= bits - 1;
+        }
+    }
+    n
 }
 
 impl Iterator for Newlines<'_> {
     type Item = usize;
 
+    #[inline]
     fn next(&mut self) -> Option<usize> {
-        while self.mask == 0 {
-            self.at += 1;
-            if self.at >= self.len && !self.fill() {
-                return None;
-            }
-            self.mask = self.masks[self.at];
+        if self.at == self.count && !self.fill() {
+            return None;
         }
-        let at = (self.first + self.at) * 64 + self.mask.trailing_zeros() as usize;
-        self.mask &= self.mask - 1;
+        let at = self.start + usize::from(self.ends[self.at]);
+        self.at += 1;
         Some(at)
     }
 }
@@ -138,4 +178,45 @@ fn newline_mask_slowly(block: &[u8]) -> u64 {
         .iter()
         .enumerate()
         .fold(0, |mask, (k, &b)| mask | u64::from(b == b'\n') << k)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn text() -> impl Strategy<Value = Vec<u8>> {
+        // Newlines dense (runs of them) and sparse; windows with none come from the long
+        // lines the test inserts.
+        prop::collection::vec(prop_oneof![3 => Just(b'\n'), 7 => Just(b'x')], 0..6000)
+    }
+
+    proptest! {
+        /// Every newline, in order, with either vector width: what a search for each finds.
+        #[test]
+        fn the_newlines_are_those_a_search_finds(
+            bytes in text(),
+            long_lines in prop::collection::vec(0usize..5000, 0..4),
+        ) {
+            let mut bytes = bytes;
+            for at in long_lines {
+                let at = at.min(bytes.len());
+                bytes.splice(at..at, std::iter::repeat_n(b'z', 2500));
+            }
+            let expected: Vec<usize> = memchr::memchr_iter(b'\n', &bytes).collect();
+            for avx2 in [false, true] {
+                let mut newlines = Newlines::new(&bytes);
+                newlines.avx2 &= avx2;
+                prop_assert_eq!(&newlines.collect::<Vec<_>>(), &expected, "avx2: {}", avx2);
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_of_newlines_only_is_laid_out_whole() {
+        let bytes = vec![b'\n'; MASK_WINDOW * 64 * 2 + 3];
+        let found: Vec<usize> = Newlines::new(&bytes).collect();
+        assert_eq!(found, (0..bytes.len()).collect::<Vec<_>>());
+    }
 }

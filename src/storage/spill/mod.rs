@@ -23,7 +23,7 @@ mod ahead;
 mod writer;
 
 use writer::{Batch, BatchWriter, Floor, Progress, Spare, write_batches};
-pub use writer::{Prepared, TextReader};
+pub use writer::{Prepared, Share, TextReader};
 
 /// Environment variable naming the data directory.
 pub const DATA_DIR_ENV: &str = "SPILLWAY_DATA_DIR";
@@ -256,6 +256,8 @@ pub struct SpillFile {
     shared: Arc<(Mutex<Progress>, Condvar)>,
     /// Bytes handed to `write` so far.
     accepted: u64,
+    /// Where the batch last sent to the writer started (in `accepted` bytes).
+    previous_start: u64,
     /// The writer's progress as of the last `flush`.
     seen: Progress,
     /// Scans what is written from now on for highlights, where the batches are written.
@@ -288,6 +290,7 @@ impl SpillFile {
             spare: Spare::default(),
             shared: Arc::new((Mutex::new(Progress::default()), Condvar::new())),
             accepted: 0,
+            previous_start: 0,
             seen: Progress::default(),
             scanner: None,
             closed: false,
@@ -413,6 +416,7 @@ impl SpillFile {
     /// Writes `text` here, or queues it for the writer thread, which it starts if `text` is
     /// output in bulk ([`BULK_BATCH`]).
     fn dispatch(&mut self, text: String, newlines: u64) {
+        let len = text.len() as u64;
         if text.len() >= BULK_BATCH {
             self.start_writer_thread();
         }
@@ -422,7 +426,7 @@ impl SpillFile {
         match &mut self.sink {
             Sink::Here(writer) => {
                 // The scanner's work is all done here: this thread is the writer.
-                let prepared = scanner.as_ref().and_then(|s| s.prepare(&text, true));
+                let prepared = scanner.as_ref().and_then(|s| s.prepare(&text, Share::All));
                 let batch = Batch {
                     text,
                     newlines,
@@ -433,8 +437,8 @@ impl SpillFile {
                 writer.write(batch, None, shared);
             }
             Sink::Thread { queue, .. } => {
-                let here = writer_is_busy(shared, self.accepted, text.len());
-                let prepared = scanner.as_ref().and_then(|s| s.prepare(&text, here));
+                let share = sender_share(shared, self.accepted, text.len(), self.previous_start);
+                let prepared = scanner.as_ref().and_then(|s| s.prepare(&text, share));
                 let _ = queue.send(Batch {
                     text,
                     newlines,
@@ -445,6 +449,7 @@ impl SpillFile {
             }
             Sink::Gone => {}
         }
+        self.previous_start = self.accepted - len;
     }
 
     /// Waits until everything written so far is in the file (or has failed), and updates
@@ -526,13 +531,26 @@ impl Drop for SpillFile {
     }
 }
 
-/// Whether the writer thread is still at a batch before the one of `len` bytes about to go to
-/// it (the last of the `accepted` bytes): then the scanner's work that needs only the text is
-/// better done on the sender's thread, which would otherwise wait for the queue; while the
-/// writer waits for this batch, on the writer's.
-fn writer_is_busy(shared: &(Mutex<Progress>, Condvar), accepted: u64, len: usize) -> bool {
-    let before = accepted.saturating_sub(len as u64);
-    crate::sync::lock(&shared.0).handled < before
+/// How much of the scanner's work that needs only the text the sender does for the batch of
+/// `len` bytes about to go to the writer thread (the last of the `accepted` bytes), the batch
+/// before it having started at `previous_start`: all of it while the writer is still at an
+/// earlier batch (the sender would only wait for the queue), half while it is at the one
+/// before (both threads are busy), none while the writer waits for this one.
+fn sender_share(
+    shared: &(Mutex<Progress>, Condvar),
+    accepted: u64,
+    len: usize,
+    previous_start: u64,
+) -> Share {
+    let previous_end = accepted.saturating_sub(len as u64);
+    let handled = crate::sync::lock(&shared.0).handled;
+    if handled < previous_start {
+        Share::All
+    } else if handled < previous_end {
+        Share::Half
+    } else {
+        Share::Nothing
+    }
 }
 
 /// The text of the spill file at `path` when it holds exactly `bytes` bytes (no more than one
@@ -675,7 +693,7 @@ mod tests {
     }
 
     impl TextReader for Numbering {
-        fn prepare(&self, _: &str, _: bool) -> Option<Prepared> {
+        fn prepare(&self, _: &str, _: Share) -> Option<Prepared> {
             let n = self
                 .prepared
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
