@@ -173,7 +173,7 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
         let output = if engine.capture().spill_holds_output() {
             JobOutput::InSpill
         } else {
-            JobOutput::Given(engine.capture().output_text())
+            JobOutput::Given(engine.capture_mut().take_output_text())
         };
         let job = TokenJob { preview, output };
         if let Err(e) = count_tokens_later(&root, &id, &job) {
@@ -401,7 +401,7 @@ mod tests {
         let mut sampler = crate::engine::tokens::Sampler::new();
         sampler.feed(b"sampled text\n");
         let sampled = OutputText::Sampled {
-            samples: sampler.samples(),
+            samples: sampler.take_samples(),
             total_bytes: 1 << 30,
         };
         let outputs = [

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use crate::engine::capture::OutputSource;
 use crate::engine::savings;
-use crate::protocol::{ErrorCode, Event, ExitEvent, RunId};
+use crate::protocol::{ErrorCode, Event, ExitEvent, Preview, RunId};
 use crate::storage::index::{Ending, RunEnd};
 use crate::supervisor::Finished;
 
@@ -26,14 +26,16 @@ pub(super) async fn watch_run(
     finished: oneshot::Receiver<Finished>,
 ) {
     let id = entry.id.clone();
-    let (last, output) = match finished.await {
+    let (last, counted) = match finished.await {
         Ok(mut finished) => {
             tracing::info!(id = %id, status = finished.status.as_str(), "run ended");
             annotate(&mut finished);
             let outcome = record_end(&daemon, &id, &finished).await;
             note_unrecorded(&mut finished, &id, &outcome);
+            // The count needs the preview the clients were given, and starts after they have it.
+            let preview = finished.preview.clone();
             let (exit, output) = exit_event(id.clone(), finished);
-            (exit, Some(output))
+            (exit, Some((preview, output)))
         }
         Err(_) => (
             Event::error(ErrorCode::Internal, format!("run {id} was lost")),
@@ -45,8 +47,8 @@ pub(super) async fn watch_run(
     let counting = daemon.token_counts.start();
     entry.done.send_replace(Some(Arc::clone(&last)));
     daemon.retire(&entry, Arc::clone(&last));
-    if let Some(output) = output {
-        record_tokens(&daemon, &id, last, output).await;
+    if let Some((preview, output)) = counted {
+        record_tokens(&daemon, &id, preview, output).await;
     }
     drop(counting);
 }
@@ -67,13 +69,11 @@ async fn record_end(daemon: &Daemon, id: &RunId, finished: &Finished) -> Outcome
 /// Counts the tokens of a run's `output` (read back from its spill when it is there) and of
 /// the preview its clients were given in its `exit` (annotated), with what its template folds
 /// saved ([`savings`]), on a blocking thread, and records them.
-async fn record_tokens(daemon: &Daemon, id: &RunId, last: Arc<Event>, output: OutputSource) {
-    let counted = tokio::task::spawn_blocking(move || match &*last {
-        Event::Exit(exit) => Some(savings::run_tokens(&exit.preview, output.into_text())),
-        _ => None,
-    })
-    .await;
-    let Ok(Some(tokens)) = counted else {
+async fn record_tokens(daemon: &Daemon, id: &RunId, preview: Preview, output: OutputSource) {
+    let counted =
+        tokio::task::spawn_blocking(move || savings::run_tokens(&preview, output.into_text()))
+            .await;
+    let Ok(tokens) = counted else {
         tracing::warn!(id = %id, "counting the run's tokens failed");
         return;
     };

@@ -221,7 +221,7 @@ impl Live {
 
     /// The output has ended: commits the last line, flushes the spill, closes the input, and
     /// returns where the token accounting finds the whole output's text, unread (see
-    /// [`Capture::output_source`]): reading it back and counting it take longer than
+    /// [`Capture::take_output_source`]): reading it back and counting it take longer than
     /// everything else a run's end does, and nothing the run's client is told needs them. The final
     /// preview is built once the command's end is known ([`Live::final_preview`]). The raw
     /// channel closes when `self` is dropped.
@@ -238,7 +238,7 @@ impl Live {
             engine.capture().totals()
         };
         self.publish(bytes, lines);
-        self.engine().capture().output_source()
+        self.engine().capture_mut().take_output_source()
     }
 
     /// The preview of the whole output, after [`Live::finish`], its needles ranked knowing how

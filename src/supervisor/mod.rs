@@ -237,7 +237,7 @@ pub struct Finished {
     /// The preview, its next steps named as command lines ([`crate::program::CliSteps`]).
     pub preview: Preview,
     /// Where the token accounting finds the whole output's text
-    /// ([`crate::engine::capture::Capture::output_source`]): read and counted after the run's
+    /// ([`crate::engine::capture::Capture::take_output_source`]): read and counted after the run's
     /// `exit` has been given, which it is not part of.
     pub output: OutputSource,
     /// What the command left running when it ended, which was then stopped.

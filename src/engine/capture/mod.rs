@@ -7,7 +7,7 @@
 //! [`crate::engine::preview`], at the end of a run or while it is still going.
 //!
 //! For the run's token accounting it also keeps a bounded [`Sampler`] of the output, evenly
-//! spread over it, and [`Capture::output_source`] gives what counting the whole output's model
+//! spread over it, and [`Capture::take_output_source`] gives what counting the whole output's model
 //! tokens takes at the end: the output itself while counting it exactly is cheap, the sample
 //! beyond.
 //!
@@ -236,39 +236,50 @@ impl Capture {
         self.scanner.finish();
     }
 
-    /// What counting the whole output's tokens takes ([`tokens::OutputText`]); call once it
-    /// has ended. Reads the spill back when the output is there ([`Capture::output_source`]).
-    pub fn output_text(&self) -> tokens::OutputText {
-        self.output_source().into_text()
+    /// What counting the whole output's tokens takes ([`tokens::OutputText`]); call once, after
+    /// the output has ended. Reads the spill back when the output is there
+    /// ([`Capture::take_output_source`]).
+    pub fn take_output_text(&mut self) -> tokens::OutputText {
+        self.take_output_source().into_text()
     }
 
-    /// Where the text [`Capture::output_text`] gives is to be had, found without reading
+    /// Where the text [`Capture::take_output_text`] gives is to be had, found without reading
     /// anything: a run's end hands this on, and the spill is read back (up to
-    /// [`tokens::EXACT_MAX_BYTES`]) where its tokens are counted, after its `exit`.
+    /// [`tokens::EXACT_MAX_BYTES`]) where its tokens are counted, after its `exit`. Call once,
+    /// after the output has ended: the sampler's samples are moved out, not copied.
     ///
     /// The whole output up to the bound, to be counted exactly: the head when it holds all of
     /// it, else the spill file (which holds every byte once flushed, unless it was capped or
     /// failed). Past the bound, or when the spill cannot give the output back, the sampler's
     /// samples, to estimate from: counting hundreds of MB would take longer than producing
     /// them.
-    pub fn output_source(&self) -> OutputSource {
-        let sampled = || OutputSource::Sampled {
-            samples: self.sampler.samples(),
-            total_bytes: self.total_bytes,
-        };
-        if self.total_bytes > tokens::EXACT_MAX_BYTES as u64 {
-            return sampled();
+    pub fn take_output_source(&mut self) -> OutputSource {
+        let total_bytes = self.total_bytes;
+        if total_bytes > tokens::EXACT_MAX_BYTES as u64 {
+            let samples = self.sampler.take_samples();
+            return OutputSource::Sampled {
+                samples,
+                total_bytes,
+            };
         }
-        if self.head.len() as u64 == self.total_bytes {
+        if self.head.len() as u64 == total_bytes {
             return OutputSource::Head(self.head.clone());
         }
-        match &self.spill {
-            Spill::Open(file) if self.spill_holds_output() => OutputSource::Spill {
-                path: file.path().to_path_buf(),
-                total_bytes: self.total_bytes,
-                samples: self.sampler.samples(),
+        let path = match &self.spill {
+            Spill::Open(file) if self.spill_holds_output() => Some(file.path().to_path_buf()),
+            _ => None,
+        };
+        let samples = self.sampler.take_samples();
+        match path {
+            Some(path) => OutputSource::Spill {
+                path,
+                total_bytes,
+                samples,
             },
-            _ => sampled(),
+            None => OutputSource::Sampled {
+                samples,
+                total_bytes,
+            },
         }
     }
 
@@ -624,7 +635,7 @@ mod tests {
                 c.write(std::str::from_utf8(piece).unwrap());
             }
             c.finish();
-            c.output_text().count()
+            c.take_output_text().count()
         };
         let exact = |text: &str| tokens::Count {
             tokens: tokens::count(text) as u64,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::engine::tokens::{OutputText, Samples};
 use crate::storage::spill::read_whole;
 
-/// See [`super::Capture::output_source`].
+/// See [`super::Capture::take_output_source`].
 #[derive(Debug)]
 pub enum OutputSource {
     /// The head held every byte of the output.

@@ -393,16 +393,18 @@ impl Sampler {
         scale(tokens, self.sampled_bytes() as u64, total_bytes)
     }
 
-    /// The samples as text, to be counted later or elsewhere.
-    pub fn samples(&self) -> Samples {
-        Samples {
-            texts: self
-                .samples
-                .iter()
-                .map(|sample| String::from_utf8_lossy(sample).into_owned())
-                .collect(),
-            bytes: self.sampled_bytes() as u64,
-        }
+    /// The samples as text, to be counted later or elsewhere; the sampler is left empty (the
+    /// stream has ended), and samples of valid UTF-8 become text without a copy.
+    pub fn take_samples(&mut self) -> Samples {
+        let bytes = self.sampled_bytes() as u64;
+        let texts = std::mem::take(&mut self.samples)
+            .into_iter()
+            .map(|sample| {
+                String::from_utf8(sample)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+            })
+            .collect();
+        Samples { texts, bytes }
     }
 
     /// Bytes held in samples.
@@ -616,8 +618,9 @@ mod tests {
         for piece in text.as_bytes().chunks(1000) {
             sampler.feed(piece);
         }
+        let here = sampler.estimate(text.len() as u64);
         let output = OutputText::Sampled {
-            samples: sampler.samples(),
+            samples: sampler.take_samples(),
             total_bytes: text.len() as u64,
         };
         let json = serde_json::to_string(&output).unwrap();
@@ -625,7 +628,7 @@ mod tests {
         assert_eq!(
             back.count(),
             Count {
-                tokens: sampler.estimate(text.len() as u64),
+                tokens: here,
                 estimated: true
             }
         );
