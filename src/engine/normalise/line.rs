@@ -167,12 +167,25 @@ impl Line {
         } else {
             // Overwrite up to the end of the text, then append the rest.
             let cells = self.chars - self.col;
-            let (head, n) = match s.char_indices().nth(cells) {
-                Some((i, _)) => (&s[..i], cells),
-                None => (s, s.chars().count()),
+            let (head, n) = if s.is_ascii() {
+                // A char a byte: what a redrawn progress line nearly always is.
+                let n = cells.min(s.len());
+                (&s[..n], n)
+            } else {
+                match s.char_indices().nth(cells) {
+                    Some((i, _)) => (&s[..i], cells),
+                    None => (s, s.chars().count()),
+                }
             };
             let end = self.offset_after(n);
-            self.text.replace_range(self.at..end, head);
+            if end == self.text.len() {
+                // The rest of the line overwritten (a redraw as long as the line or longer):
+                // a copy, where a replaced range is refilled a byte at a time.
+                self.text.truncate(self.at);
+                self.text.push_str(head);
+            } else {
+                self.text.replace_range(self.at..end, head);
+            }
             self.ascii &= head.is_ascii();
             self.col += n;
             self.at += head.len();
