@@ -651,6 +651,31 @@ mod tests {
     }
 
     #[test]
+    fn a_large_spill_closed_holds_no_blocks_past_its_end() {
+        use std::os::unix::fs::MetadataExt;
+        let (_tmp, mut spill) = new_spill();
+        let chunk = "a line of a large output\n".repeat(BATCH_BYTES / 25);
+        let mut written = 0;
+        while written < 3 << 20 {
+            let _ = spill.write_owned(chunk.clone(), 0);
+            written += chunk.len();
+        }
+        spill.flush();
+        assert!(matches!(spill.sink, Sink::Thread { .. }), "a writer thread");
+        let path = spill.path().to_path_buf();
+        let allocated = |path: &Path| fs::metadata(path).unwrap().blocks() * 512;
+        let while_open = allocated(&path);
+        drop(spill);
+        let len = fs::metadata(&path).unwrap().len();
+        assert_eq!(len, written as u64);
+        assert!(
+            allocated(&path) < len + (64 << 10),
+            "{} bytes allocated for {len} once closed ({while_open} while open)",
+            allocated(&path)
+        );
+    }
+
+    #[test]
     fn output_a_little_at_a_time_is_written_without_a_thread() {
         let (_tmp, mut spill) = new_spill();
         let mut expected = String::new();
