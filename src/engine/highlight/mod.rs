@@ -12,6 +12,7 @@
 mod context;
 mod kind;
 mod patterns;
+mod prefilter;
 mod surprise;
 
 use std::collections::{HashSet, VecDeque};
@@ -489,7 +490,7 @@ pub struct Findings {
 
 #[cfg(test)]
 mod tests {
-    use super::patterns::LINE_STARTS;
+    use super::prefilter::LINE_STARTS;
     use super::*;
 
     fn feed(h: &mut Highlighter, chunks: &[&str]) {

@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, LazyLock, OnceLock};
 
-use aho_corasick::{AhoCorasick, MatchKind, Span, packed};
 use memchr::memmem;
 use regex::{Regex, RegexBuilder, RegexSet};
 
+use super::prefilter::{LINE_STARTS, Prefilter};
 use super::{CONTINUATION, FRAME};
 
 /// Patterns for the root causes of failures in common toolchains.
@@ -124,107 +124,6 @@ pub(super) fn after_prefix(pattern: &str) -> String {
 fn found_at_column_zero_only(rest: &str) -> bool {
     let literal = rest.replace(" {3}", "   ").replace('\\', "");
     LINE_STARTS.iter().any(|l| literal.starts_with(l))
-}
-
-/// What the default patterns need, literally, anywhere in a line: a search for these alone runs
-/// at memory speed (a SIMD multi-literal search), and only the lines that hold one are tried
-/// against the patterns themselves.
-const ANYWHERE: &[&str] = &[
-    "error",
-    "Error",
-    "ERROR",
-    "Exception",
-    "panic",
-    "FAIL",
-    "FATAL",
-    "CRITICAL",
-    "*** ",
-    ".go:",
-    "Invalid ",
-    "Mismatched free",
-    "Conditional jump",
-    "uninitialised",
-    "Syscall param",
-    "Source and destination overlap",
-    "Process terminating",
-    "definitely lost",
-    "Segmentation fault",
-    "Illegal instruction",
-    "Aborted",
-    "Killed",
-    // Teddy, the SIMD search, tells literals apart by their first three bytes: each below
-    // starts with three that ordinary text seldom holds ("com", "ter", "und" would stop the
-    // search at every other line).
-    "): undefined",
-    "ld: cannot",
-    "Unhandled",
-    "wed its stack",
-    "Assertion",
-    "Sanitizer",
-    ": command not found",
-    "Permission denied",
-    "No such file or directory",
-    "kOff",
-    "ErrImagePull",
-    "Build failed",
-];
-
-/// What the other default patterns need at a line's start (`npm ERR!`, `fatal:`, pytest's
-/// `E   `, ...). They join the search after a newline, so no line is looked at one by one; a
-/// text's first line is checked apart.
-pub(super) const LINE_STARTS: &[&str] = &[
-    "npm ",
-    "Traceback",
-    "Caused by",
-    "make",
-    "fatal: ",
-    "E   ",
-    "E: ",
-    "* What went wrong",
-    "** (",
-    "terminate called",
-];
-
-/// The prefilter: [`ANYWHERE`], and each of [`LINE_STARTS`] after a newline, looked for at
-/// once. A packed SIMD search (Teddy) where the CPU has one, else an automaton: either says
-/// where a literal starts and stops there, where a regex of the same literals runs a second,
-/// confirming search at every hit (in a log of error lines, every fifth line).
-#[derive(Debug, Clone)]
-pub(super) enum Prefilter {
-    Packed(packed::Searcher),
-    Automaton(AhoCorasick),
-}
-
-impl Prefilter {
-    pub(super) fn new() -> Prefilter {
-        let starts: Vec<String> = LINE_STARTS.iter().map(|l| format!("\n{l}")).collect();
-        let literals: Vec<&str> = ANYWHERE
-            .iter()
-            .copied()
-            .chain(starts.iter().map(String::as_str))
-            .collect();
-        match packed::Searcher::new(&literals) {
-            Some(searcher) => Prefilter::Packed(searcher),
-            None => Prefilter::Automaton(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostFirst)
-                    .build(&literals)
-                    .expect("the prefilter is valid"),
-            ),
-        }
-    }
-
-    /// Where the leftmost literal at or after byte `from` of `text` starts.
-    pub(super) fn find(&self, text: &str, from: usize) -> Option<usize> {
-        let span = Span::from(from..text.len());
-        let found = match self {
-            Prefilter::Packed(searcher) => searcher.find_in(text, span),
-            Prefilter::Automaton(automaton) => {
-                automaton.find(aho_corasick::Input::new(text).span(span))
-            }
-        };
-        found.map(|m| m.start())
-    }
 }
 
 impl Compiled {
