@@ -4,11 +4,11 @@
 //! One [`SharedScanner`] is fed by whoever holds the text next (the capture until a spill file
 //! opens, then the file's writer thread), so each piece is scanned once; the outline learns
 //! which of its lines the highlighter counted, so a preview's counts of what it omits are
-//! exact. The search for the highlighter's candidate lines, about half the work, and the
-//! shapes of the lines over an output's first MiBs, need nothing but the text: the capture's
-//! thread finds them for a batch it hands the writer while the writer is still at an earlier
-//! one, half of the candidate lines while the writer is at the one before, and leaves them to
-//! the writer when it waits, so whichever thread has the time does that work.
+//! exact. The search for the highlighter's candidate lines, much of the work, and the shapes
+//! of the lines over an output's first MiBs, need nothing but the text: the capture's thread
+//! finds them for a batch it hands the writer while the writer is still at an earlier one
+//! (it would only wait for the queue), and else leaves them to the writer, so whichever
+//! thread has the time does that work.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -92,27 +92,12 @@ impl SharedScanner {
 
     /// What [`SharedScanner::found_in`] finds in `text`, the piece `piece` says where it sits.
     fn find(&self, piece: Piece, text: &str) -> Option<Found> {
-        self.find_to(piece, text, text.len())
-    }
-
-    /// [`SharedScanner::find`] with the candidate lines found only up to byte `to` of `text`
-    /// (the lines' shapes are found in all of it).
-    fn find_to(&self, piece: Piece, text: &str, to: usize) -> Option<Found> {
         let patterns = self.0.patterns.as_ref()?;
         let wanted = self.0.shapes_wanted.load(Ordering::Relaxed);
         Some(Found {
-            lines: patterns.candidate_lines(&text[..to]),
+            lines: patterns.candidate_lines(text),
             shapes: wanted.then(|| LineShapes::of(text, piece.at)).flatten(),
         })
-    }
-
-    /// Adds to `found`, which holds the candidate lines of `text` up to byte `from`, those
-    /// of the rest of `text`.
-    fn find_from(&self, found: &mut Found, text: &str, from: usize) {
-        if let Some(patterns) = &self.0.patterns {
-            let rest = patterns.candidate_lines(&text[from..]);
-            found.lines.extend_after(rest, from);
-        }
     }
 
     /// Takes the next piece of output, holding `newlines` newlines.
@@ -172,49 +157,30 @@ struct Piece {
     at: u64,
 }
 
-/// What [`TextReader::prepare`] made of a piece: what was found in its first part (up to
-/// `from`, all of it when that is its length) and, or only, where it sits, for the writer's
-/// thread to find the rest.
+/// What [`TextReader::prepare`] made of a piece: what was found in it, or only where it sits,
+/// for the writer's thread to find the rest.
 #[derive(Debug)]
 enum Prepare {
-    Found { found: Found, from: usize },
+    Found(Found),
     Later(Piece),
 }
 
-/// Where the capture's thread stops looking for a batch's candidate lines when it does half
-/// ([`Share::Half`]), leaving the rest to the writer: the line after the batch's middle. Both
-/// threads are busy then, and the search is the one part of the work either can do: with the
-/// whole search on the capture's thread whenever the writer was busy (as it was), that thread
-/// did 55 % of a `truncate`'s work and the writer waited for it.
-fn split_for_writer(text: &str) -> usize {
-    let middle = text.len() / 2;
-    memchr::memchr(b'\n', &text.as_bytes()[middle..]).map_or(text.len(), |i| middle + i + 1)
-}
-
-/// The spill's writer thread hands the scanner each piece of output as it writes it, with as
-/// much of its candidate lines as the capture's thread found (by how busy the writer was);
-/// the writer finds the rest.
+/// The spill's writer thread hands the scanner each piece of output as it writes it, with
+/// what the capture's thread found in it, if it had the time; else the writer finds it.
 impl TextReader for SharedScanner {
     fn prepare(&self, text: &str, share: Share) -> Option<Prepared> {
         let piece = self.piece(text)?;
-        let from = match share {
-            Share::Nothing => return Some(Box::new(Prepare::Later(piece))),
-            Share::Half => split_for_writer(text),
-            Share::All => text.len(),
+        let prepare = match share {
+            Share::Nothing => Prepare::Later(piece),
+            Share::All => Prepare::Found(self.find(piece, text)?),
         };
-        let found = self.find_to(piece, text, from)?;
-        Some(Box::new(Prepare::Found { found, from }))
+        Some(Box::new(prepare))
     }
 
     fn read(&self, text: &str, newlines: u64, prepared: Option<Prepared>) {
         let prepared = prepared.and_then(|p| p.downcast::<Prepare>().ok());
         let found = prepared.and_then(|p| match *p {
-            Prepare::Found { mut found, from } => {
-                if from < text.len() {
-                    self.find_from(&mut found, text, from);
-                }
-                Some(found)
-            }
+            Prepare::Found(found) => Some(found),
             Prepare::Later(piece) => self.find(piece, text),
         });
         self.write_found(text, newlines, found.as_ref());
@@ -281,22 +247,21 @@ mod tests {
             1 => "error: [a-z ]{1,12}",
             1 => "  [a-z]{1,6}\\.py:[0-9]{1,3}: [A-Z][a-z]{2,8}Error",
             1 => "WARNING: [A-Z ]{3,12}",
-            // Literals found only at a line's start: where the sender's thread leaves the
-            // rest of a piece to the writer's, such a line may be the first of the rest.
+            // Literals found only at a line's start, which may start a piece.
             1 => "(Traceback|npm ERR!|E   |fatal: |make: \\*\\*\\*)[a-z ]{0,8}",
         ]
     }
 
     proptest! {
-        /// Whether a piece's candidate lines and shapes were found on the sender's thread, on
-        /// the writer's, or half on each changes nothing the scanner makes of the output: it is what the
+        /// Whether a piece's candidate lines and shapes were found on the sender's thread or
+        /// on the writer's changes nothing the scanner makes of the output: it is what the
         /// scanner makes of the pieces written to it one by one.
         #[test]
         fn where_a_piece_is_prepared_changes_nothing(
             lines in prop::collection::vec(line(), 0..60),
             size in 1usize..200,
             shares in prop::collection::vec(
-                prop_oneof![Just(Share::Nothing), Just(Share::Half), Just(Share::All)],
+                prop_oneof![Just(Share::Nothing), Just(Share::All)],
                 1..6,
             ),
         ) {

@@ -405,20 +405,6 @@ impl Patterns {
 #[derive(Debug, Default)]
 pub struct CandidateLines(pub(super) Vec<CandidateLine>);
 
-impl CandidateLines {
-    /// Adds the candidate lines of the text that follows this one's, `rest`, found in it
-    /// alone: its positions move on by `by`, the length of this one's text. This text must
-    /// end with a newline, so that `rest` starts a line (a literal that needs a line's start is
-    /// then found at `rest`'s start, as it would be after this text's last newline).
-    pub fn extend_after(&mut self, rest: CandidateLines, by: usize) {
-        self.0.extend(rest.0.into_iter().map(|line| CandidateLine {
-            start: line.start + by,
-            end: line.end + by,
-            hit: line.hit + by,
-        }));
-    }
-}
-
 /// A line of a text worth trying: where it starts and ends (its newline), and where in it the
 /// literal (or the match) that makes it worth trying starts.
 #[derive(Debug, Clone, Copy)]

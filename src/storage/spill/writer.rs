@@ -17,11 +17,11 @@ use crate::storage::space;
 /// there, off the capture's path, and storage needs to know nothing of what that work is.
 pub trait TextReader: Send + Sync + std::fmt::Debug {
     /// Work on `text` that needs nothing but the text, made ready on the sender's thread before
-    /// the batch goes to the writer, as much of it as `share` says (by how far behind the
-    /// writer is: a sender that would only wait for the queue does it all), the rest left for
-    /// [`read`] on the writer's thread. Either way [`read`] sees the same, and whichever thread
-    /// has the time does the work: the writer thread also copies every byte into the page
-    /// cache, and a fixed share of the work left one of the two the slower.
+    /// the batch goes to the writer when `share` says so (a sender that would only wait for
+    /// the queue does it), else left for [`read`] on the writer's thread. Either way [`read`]
+    /// sees the same, and whichever thread has the time does the work: the writer thread also
+    /// copies every byte into the page cache, and a fixed share of the work left one of the
+    /// two the slower.
     ///
     /// [`read`]: TextReader::read
     fn prepare(&self, text: &str, share: Share) -> Option<Prepared>;
@@ -35,10 +35,8 @@ pub trait TextReader: Send + Sync + std::fmt::Debug {
 /// How much of a batch's text-only work ([`TextReader::prepare`]) its sender does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Share {
-    /// None: the writer waits for this batch.
+    /// None: the writer is at the batch before this one at most.
     Nothing,
-    /// Half: the writer is at the batch before this one, so both threads are busy.
-    Half,
     /// All: the writer is further behind, and the sender would only wait for the queue (or
     /// there is no writer thread).
     All,
