@@ -538,8 +538,8 @@ impl Drop for SpillFile {
 ///
 /// Half of it, while the writer is at the batch just before, cost more than it saved once
 /// the search got cheaper: the sender searched before handing the batch over, and the
-/// writer, done with the one before, waited for it (a `truncate` of 256 MiB: 220 -> 210 ms,
-/// the two threads' CPU 57:42 -> 51:48; `run --no-tty` 352 -> 328 ms).
+/// writer, done with the one before, waited for it (256 MiB, medians of the same rounds:
+/// `run --no-tty` 314 -> 274 ms, `truncate` 220 and 226 ms, within the noise).
 fn sender_share(shared: &(Mutex<Progress>, Condvar), previous_start: u64) -> Share {
     let handled = crate::sync::lock(&shared.0).handled;
     if handled < previous_start {
