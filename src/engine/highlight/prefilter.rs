@@ -20,12 +20,16 @@ const SLIM: usize = 8;
 /// The prefilter's literals as the search's buckets: those the default patterns need
 /// anywhere in a line, and (after a newline) each of [`LINE_STARTS`].
 ///
+/// A literal that a pattern needs only part of starts where ordinary text seldom does
+/// (`): undefined`, `wed its stack`, `ld: cannot`): the search compares first bytes, and
+/// "com", "ter", "und" would stop it at every other line.
+///
 /// Grouped by counting, over a sample of build logs, compiler and test runner output, Rust
 /// sources, system logs and documentation, where each bucket would stop the search, and
-/// moving one literal at a time to the bucket where the stops (weighted by the literals a
-/// stop checks) fall most, until no move helps. Literals whose first four bytes share their
+/// moving one literal at a time to whichever bucket cut those stops most (each weighted by
+/// the literals it checks), until no move helped. Literals whose first four bytes share their
 /// low nibbles (`error`, `Error`, `ERROR`) must share a bucket: the library puts them in one.
-/// The first bucket stops least: the slots of the search's list no bucket needs repeat its
+/// The first bucket stops least: the places of the search's list no bucket needs repeat its
 /// first literal (see [`search_order`]).
 const BUCKETS: [&[&str]; SLIM] = [
     &[
@@ -61,8 +65,6 @@ const BUCKETS: [&[&str]; SLIM] = [
         "Permission denied",
         "Build failed",
     ],
-    // Each literal not after a newline starts with three bytes that ordinary text seldom
-    // holds: "com", "ter", "und" would stop the search at every other line.
     &[
         "*** ",
         "\n** (",
