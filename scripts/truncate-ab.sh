@@ -3,7 +3,8 @@
 # an input file you already have (say, 512 MiB of the truncate bench's text, or a real log),
 # ROUNDS times, the order rotating each round so no build always runs after another. Prints
 # the median and fastest wall time (in ms, from `date +%s%N`) and the median user and system
-# CPU of each, from GNU time.
+# CPU of each, from GNU time, and the median over rounds of each one's time over `cat`'s in
+# the same round (which the machine's drift cancels out of).
 #
 #   scripts/truncate-ab.sh INPUT ROUNDS BINARY...   e.g. scripts/truncate-ab.sh in.log 9 \
 #       target/release/spillway /tmp/spillway-old
@@ -14,7 +15,7 @@
 # child process, which would otherwise take CPU from the next run. On a shared machine,
 # compare builds only within one run of this script.
 set -euo pipefail
-[ $# -ge 3 ] || { sed -n '2,14p' "$0"; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,16p' "$0"; exit 2; }
 input=$1 rounds=$2
 shift 2
 work=$(mktemp -d)
@@ -41,7 +42,7 @@ for round in $(seq "$rounds"); do
 done
 source "$(dirname "$0")/medians.sh"
 for b in "${commands[@]}"; do
-    printf '%-40s wall median %s ms, fastest %s ms; user %s s, sys %s s (medians)\n' "$b" \
-        "$(median "${wall[$b]}")" "$(fastest "${wall[$b]}")" "$(median "${user[$b]}")" \
-        "$(median "${sys[$b]}")"
+    printf '%-40s wall median %s ms, fastest %s ms; user %s s, sys %s s (medians); %s cat\n' \
+        "$b" "$(median "${wall[$b]}")" "$(fastest "${wall[$b]}")" "$(median "${user[$b]}")" \
+        "$(median "${sys[$b]}")" "$(ratio_by_round "${wall[cat]}" "${wall[$b]}")"
 done
