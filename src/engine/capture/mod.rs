@@ -255,28 +255,18 @@ impl Capture {
     /// them.
     pub fn take_output_source(&mut self) -> OutputSource {
         let total_bytes = self.total_bytes;
-        if total_bytes > tokens::EXACT_MAX_BYTES as u64 {
-            let samples = self.sampler.take_samples();
-            return OutputSource::Sampled {
-                samples,
-                total_bytes,
-            };
-        }
-        if self.head.len() as u64 == total_bytes {
+        let exact = total_bytes <= tokens::EXACT_MAX_BYTES as u64;
+        if exact && self.head.len() as u64 == total_bytes {
             return OutputSource::Head(self.head.clone());
         }
-        let path = match &self.spill {
-            Spill::Open(file) if self.spill_holds_output() => Some(file.path().to_path_buf()),
-            _ => None,
-        };
         let samples = self.sampler.take_samples();
-        match path {
-            Some(path) => OutputSource::Spill {
-                path,
+        match &self.spill {
+            Spill::Open(file) if exact && self.spill_holds_output() => OutputSource::Spill {
+                path: file.path().to_path_buf(),
                 total_bytes,
                 samples,
             },
-            None => OutputSource::Sampled {
+            _ => OutputSource::Sampled {
                 samples,
                 total_bytes,
             },
