@@ -57,10 +57,12 @@ pub(super) fn notice(
             let lines = if p.shown.is_empty() {
                 String::new()
             } else {
+                // The clause on the line shown in part follows: the pointer to the JSON's
+                // list is left out, so the notice stays short with both.
                 format!(
                     "{} {} and ",
                     lines_word(&p.shown),
-                    ranges_text(&p.shown, base)
+                    ranges_text(&p.shown, base, false)
                 )
             };
             let shown = match (part.shows, part.info.ends) {
@@ -80,7 +82,7 @@ pub(super) fn notice(
         None => format!(
             "showing {} {}",
             lines_word(&p.shown),
-            ranges_text(&p.shown, base)
+            ranges_text(&p.shown, base, true)
         ),
     };
     let mut text = if base == 0 {
@@ -181,8 +183,8 @@ fn lines_word(shown: &[LineRange]) -> &'static str {
 }
 
 /// The shown ranges in words: all of them when they are few, else the first and last two and
-/// how many lie between.
-fn ranges_text(shown: &[LineRange], base: u64) -> String {
+/// how many lie between, and (with `pointer`) where the JSON lists them all.
+fn ranges_text(shown: &[LineRange], base: u64, pointer: bool) -> String {
     let word = |r: &LineRange| {
         if r.first == r.last {
             (base + r.first).to_string()
@@ -194,10 +196,15 @@ fn ranges_text(shown: &[LineRange], base: u64) -> String {
         return list(&shown.iter().map(word).collect::<Vec<_>>());
     }
     format!(
-        "{} and {}, with {} more ranges in between (JSON `shown` lists all)",
+        "{} and {}, with {} more ranges in between{}",
         word(&shown[0]),
         word(&shown[shown.len() - 1]),
-        shown.len() - 2
+        shown.len() - 2,
+        if pointer {
+            " (JSON `shown` lists all)"
+        } else {
+            ""
+        }
     )
 }
 
