@@ -379,6 +379,24 @@ mod tests {
         }
     }
 
+    /// `count` lines, each of text matching `text` and ended by what matches `end` (regexes).
+    fn lines_of(
+        text: &'static str,
+        end: &'static str,
+        count: std::ops::Range<usize>,
+    ) -> impl Strategy<Value = Vec<(String, String)>> {
+        prop::collection::vec((text, end), count)
+    }
+
+    /// The text of `lines` (each its text and its end), and the start of the line that byte
+    /// `start` is in (or the end's, past it).
+    fn joined(lines: &[(String, String)], start: usize) -> (String, usize) {
+        let text: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
+        let start = text.floor_char_boundary(start.min(text.len()));
+        let start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+        (text, start)
+    }
+
     #[test]
     fn the_baseline_leaves_every_line_to_the_walk() {
         let text = "plain\r\n".repeat(100);
@@ -393,15 +411,14 @@ mod tests {
     proptest! {
         #[test]
         fn block_pass_copies_whole_plain_lines_only(
-            lines in prop::collection::vec(
-                ("[ -~\t\u{e9}]{0,120}", "(\r\n|\n|\r|\x1b|\x7f|\u{85}|\u{a0}|\x08|){0,1}\n?"),
+            lines in lines_of(
+                "[ -~\t\u{e9}]{0,120}",
+                "(\r\n|\n|\r|\x1b|\x7f|\u{85}|\u{a0}|\x08|){0,1}\n?",
                 0..40,
             ),
             start in 0usize..200,
         ) {
-            let text: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
-            let start = text.floor_char_boundary(start.min(text.len()));
-            let start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+            let (text, start) = joined(&lines, start);
             for level in Level::supported() {
                 let done = check_blocks(&text, start, level)?;
                 check_blocks(&text, done, level)?;
@@ -412,14 +429,10 @@ mod tests {
         /// or not) copy the same bytes, whatever the lines end in.
         #[test]
         fn avx2_crlf_forms_agree(
-            lines in prop::collection::vec(
-                ("[ -~\t]{0,90}", "(\r\n|\n|\r\n\r\n|\r|)"),
-                1..60,
-            ),
+            lines in lines_of("[ -~\t]{0,90}", "(\r\n|\n|\r\n\r\n|\r|)", 1..60),
             start in 0usize..200,
         ) {
-            let text: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
-            let start = text[..start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+            let (text, start) = joined(&lines, start);
             if Level::supported().iter().any(|l| l.avx2()) {
                 let run = |crlf: bool| {
                     let mut out = b"before".to_vec();
@@ -446,10 +459,7 @@ mod tests {
         /// end: the AVX2 pass stops a block sooner there.
         #[test]
         fn avx2_and_avx512_passes_agree(
-            lines in prop::collection::vec(
-                ("[ -~\t]{0,90}", "(\r\n|\n|\r\n\r\n|\x1b|\r|)"),
-                1..60,
-            ),
+            lines in lines_of("[ -~\t]{0,90}", "(\r\n|\n|\r\n\r\n|\x1b|\r|)", 1..60),
         ) {
             let text: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
             let levels = block_levels();
