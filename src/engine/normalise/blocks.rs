@@ -461,7 +461,7 @@ mod tests {
         fn avx2_and_avx512_passes_agree(
             lines in lines_of("[ -~\t]{0,90}", "(\r\n|\n|\r\n\r\n|\x1b|\r|)", 1..60),
         ) {
-            let text: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
+            let (text, _) = joined(&lines, 0);
             let levels = block_levels();
             let results: Vec<(String, Blocks)> = levels.iter().map(|&level| {
                 let mut out = String::new();
