@@ -20,8 +20,11 @@
 //! where they lie in the piece being written, and copied only if they must outlive it: those
 //! that join the head store, the latest segments of the piece that the tail store keeps, and
 //! the run still open. In a long output most lines are only counted in the gap, never copied;
-//! kept texts reuse the buffers of dropped ones, so a steady stream allocates nothing.
+//! kept texts reuse the buffers of dropped ones, so a steady stream allocates nothing. And once
+//! the head store is full, a piece many times longer than a preview shows is outlined from a
+//! line near its end (see [`latest`]): the lines before it are only counted, not even found.
 
+mod latest;
 mod newlines;
 mod run;
 mod similar;
@@ -31,6 +34,7 @@ mod view;
 
 use std::collections::VecDeque;
 
+use latest::Latest;
 use newlines::Newlines;
 use similar::cut;
 pub(crate) use similar::similar;
@@ -186,6 +190,8 @@ pub struct Outline {
     ended: u64,
     /// Texts of dropped segments, for reuse.
     spare: Vec<LineText>,
+    /// Whether a long piece may be outlined from its latest lines.
+    latest: Latest,
 }
 
 impl Outline {
@@ -205,6 +211,7 @@ impl Outline {
             carry_len: 0,
             ended: 0,
             spare: Vec::new(),
+            latest: Latest::default(),
         }
     }
 
@@ -212,6 +219,13 @@ impl Outline {
     /// highlighter counted start (in increasing order; 0 also stands for a line that began in
     /// an earlier piece), so each segment knows how many it covers.
     pub fn write(&mut self, text: &str, candidates: &[usize]) {
+        if !self.write_latest(text, candidates) {
+            self.write_whole(text, candidates);
+        }
+    }
+
+    /// [`Outline::write`], every line of the piece in turn.
+    fn write_whole(&mut self, text: &str, candidates: &[usize]) {
         let piece = Piece { text, candidates };
         let mut newlines = Newlines::new(text.as_bytes());
         let mut next = candidates.iter().copied().peekable();
@@ -636,34 +650,142 @@ mod tests {
             chunks in prop::collection::vec(1usize..4000, 1..10),
             open_end in any::<bool>(),
         ) {
-            let mut text = String::new();
-            for (line, n) in lines.iter().zip(&reps) {
-                for _ in 0..*n {
-                    text.push_str(line);
-                    text.push('\n');
+            let text = repeated(&lines, &reps, open_end);
+            outlined_piece_by_piece(&text, &chunks, &candidates, (max_lines, max_bytes))?;
+        }
+
+        /// Pieces many times longer than a preview shows, most of them outlined from their
+        /// latest lines only, some ending in folds too long for that.
+        #[test]
+        fn long_pieces_outlined_from_their_latest_lines_are_the_straightforward_outline(
+            lines in prop::collection::vec(line_strategy(), 0..400),
+            reps in prop::collection::vec(
+                prop_oneof![8 => 1usize..3, 1 => 3usize..200], 400,
+            ),
+            candidates in prop::collection::vec(any::<bool>(), 1..50),
+            max_lines in 1usize..40,
+            max_bytes in 1usize..400,
+            chunks in prop::collection::vec(400usize..9000, 1..10),
+            open_end in any::<bool>(),
+        ) {
+            let text = repeated(&lines, &reps, open_end);
+            outlined_piece_by_piece(&text, &chunks, &candidates, (max_lines, max_bytes))?;
+        }
+    }
+
+    /// Lines `from..to`, each unlike the others and the line before it (no two similar).
+    fn unlike_lines(from: usize, to: usize) -> String {
+        let word = |mut i: usize| {
+            let mut w = String::new();
+            loop {
+                w.push(char::from(b'a' + (i % 26) as u8));
+                i /= 26;
+                if i == 0 {
+                    break w;
                 }
             }
-            if open_end {
-                text.push_str("a last line without its newline");
+        };
+        (from..to)
+            .map(|i| format!("{} was {}\n", word(i), word(i * 7 + 3)))
+            .collect()
+    }
+
+    /// The outline of `text`'s pieces `ends` (each piece from the end before), written whole
+    /// or from their latest lines as `latest` says each must be: an attempt that falls short
+    /// changes nothing, and the view is the outline's definition either way.
+    fn outline_expecting(text: &str, ends: &[usize], latest: &[bool], limits: (usize, usize)) {
+        let mut o = Outline::new(limits.0, limits.1);
+        let mut at = 0;
+        for (&end, &expected) in ends.iter().zip(latest) {
+            let piece = &text[at..end];
+            let taken = o.write_latest(piece, &[]);
+            assert_eq!(taken, expected, "the piece ending at {end}");
+            if !taken {
+                o.write_whole(piece, &[]);
             }
-            let is_candidate = |n: u64| candidates[(n as usize - 1) % candidates.len()];
-            let mut o = Outline::new(max_lines, max_bytes);
-            let mut at = 0;
-            for &chunk in chunks.iter().cycle() {
-                if at == text.len() {
-                    break;
-                }
-                let end = (at + chunk.min(text.len() - at)..=text.len())
-                    .find(|&e| text.is_char_boundary(e))
-                    .unwrap();
-                o.write(&text[at..end], &candidate_starts(&text, at, end, is_candidate));
-                at = end;
-                let open_line = text[..end].matches('\n').count() as u64 + 1;
-                let view = o.view(is_candidate(open_line));
-                let expected = reference(&text[..end], max_lines, max_bytes, is_candidate);
-                prop_assert_eq!(view, expected, "after {} bytes", end);
+            assert_eq!(
+                o.view(false),
+                reference(&text[..end], limits.0, limits.1, |_| false)
+            );
+            at = end;
+        }
+    }
+
+    #[test]
+    fn long_pieces_are_outlined_from_their_latest_lines_unless_they_end_in_a_long_fold() {
+        let limits = (10, 300);
+        let mut text = unlike_lines(0, 20);
+        let mut ends = vec![text.len()];
+        // Far longer than a preview shows: from its latest lines.
+        text.push_str(&unlike_lines(20, 400));
+        ends.push(text.len());
+        // Ending in a fold of many lines and a few after it, which alone fall short of the
+        // limits: whole, and so is the next piece.
+        text.push_str(&unlike_lines(400, 500));
+        text.push_str(&"the same line of text again\n".repeat(400));
+        text.push_str(&unlike_lines(500, 503));
+        ends.push(text.len());
+        for to in [900, 1300] {
+            text.push_str(&unlike_lines(to - 400, to));
+            ends.push(text.len());
+        }
+        // A line in progress at the end, carried into the next piece, which starts with it.
+        text.push_str(&unlike_lines(1300, 1700));
+        text.push_str("a line without");
+        ends.push(text.len());
+        text.push_str(" its end yet\n");
+        text.push_str(&unlike_lines(1700, 2100));
+        ends.push(text.len());
+        let latest = [false, true, false, false, true, true, true];
+        outline_expecting(&text, &ends, &latest, limits);
+    }
+
+    /// `lines`, each repeated as many times as `reps` says, each with its newline; then a line
+    /// without one if `open_end`.
+    fn repeated(lines: &[String], reps: &[usize], open_end: bool) -> String {
+        let mut text = String::new();
+        for (line, n) in lines.iter().zip(reps) {
+            for _ in 0..*n {
+                text.push_str(line);
+                text.push('\n');
             }
         }
+        if open_end {
+            text.push_str("a last line without its newline");
+        }
+        text
+    }
+
+    /// Writes `text` to an outline of `limits` in pieces of the lengths `chunks` gives (in
+    /// turn), the candidates as `candidates` says of each line's number (in turn), and checks
+    /// the view after each piece against the outline's definition.
+    fn outlined_piece_by_piece(
+        text: &str,
+        chunks: &[usize],
+        candidates: &[bool],
+        (max_lines, max_bytes): (usize, usize),
+    ) -> Result<(), TestCaseError> {
+        let is_candidate = |n: u64| candidates[(n as usize - 1) % candidates.len()];
+        let mut o = Outline::new(max_lines, max_bytes);
+        let mut at = 0;
+        for &chunk in chunks.iter().cycle() {
+            if at == text.len() {
+                break;
+            }
+            let end = (at + chunk.min(text.len() - at)..=text.len())
+                .find(|&e| text.is_char_boundary(e))
+                .unwrap();
+            o.write(
+                &text[at..end],
+                &candidate_starts(text, at, end, is_candidate),
+            );
+            at = end;
+            let open_line = text[..end].matches('\n').count() as u64 + 1;
+            let view = o.view(is_candidate(open_line));
+            let expected = reference(&text[..end], max_lines, max_bytes, is_candidate);
+            prop_assert_eq!(view, expected, "after {} bytes", end);
+        }
+        Ok(())
     }
 
     /// Where the candidate lines that end in `text[from..to]` start in it (0 for one that began

@@ -143,6 +143,24 @@ impl Tail {
         }
     }
 
+    /// Whether its segments, as a preview shows them, reach `limits`: a tail store that does
+    /// holds the shortest run of the latest that reaches them, and no older segment can join.
+    pub(super) fn reaches(&self, limits: (u64, u64)) -> bool {
+        let mut cost = Cost::default();
+        self.closed.iter().rev().any(|c| {
+            cost.add(match c {
+                Closed::Segment(p) => p.cost(),
+                &Closed::Lines {
+                    lines, start, end, ..
+                } => Cost {
+                    lines,
+                    bytes: (end + 1 - start) as u64,
+                },
+            });
+            cost.reaches(limits)
+        })
+    }
+
     /// Its segments, copied.
     pub(super) fn segments(&self, cap: usize, mut emit: impl FnMut(Segment)) {
         for c in &self.closed {
@@ -303,7 +321,7 @@ pub(super) fn latest_lines(bytes: &[u8], lines: u64, need: (u64, u64)) -> Option
 }
 
 /// The newlines in `bytes`.
-fn count(bytes: &[u8]) -> u64 {
+pub(super) fn count(bytes: &[u8]) -> u64 {
     memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
