@@ -100,7 +100,9 @@ pub struct Highlighter {
     /// The first [`KEEP`] candidates and the first of each kind, in output order.
     kept: Vec<Candidate>,
     /// The latest [`KEEP`] candidates that are neither, oldest first (a ring: a flood of
-    /// candidates costs no shifting).
+    /// candidates costs no shifting). Whether each is a root cause (`strong`, and so whether it
+    /// keeps its context before) is judged as they are read ([`Highlighter::candidates`]): in a
+    /// flood of error lines each piece's latest replace the last piece's unread.
     latest: VecDeque<Candidate>,
     /// Where the last candidate went, which takes the context lines that follow it.
     last_in_recent: bool,
@@ -250,17 +252,29 @@ impl Highlighter {
 
     /// The kept candidates, in output order: the first [`KEEP`], the first of each kind (up to
     /// [`KEEP_KINDS`]) and the last [`KEEP`].
-    pub fn candidates(&self) -> Vec<&Candidate> {
-        let mut all: Vec<&Candidate> = self.kept.iter().chain(self.latest.iter()).collect();
+    pub fn candidates(&self) -> Vec<Candidate> {
+        let latest = self.latest.iter().map(|c| self.judged(c));
+        let mut all: Vec<Candidate> = self.kept.iter().cloned().chain(latest).collect();
         all.sort_by_key(|c| c.line);
         all
+    }
+
+    /// One of the latest candidates, copied, judged now: a restatement (a weak line) is not a
+    /// root cause and keeps no context before it.
+    fn judged(&self, latest: &Candidate) -> Candidate {
+        let mut c = latest.clone();
+        if self.patterns.is_weak(&c.text) {
+            c.strong = false;
+            c.before.clear();
+        }
+        c
     }
 
     /// What was found so far: the kept candidates and the needles by surprise, in output
     /// order (a line that is both is one candidate, marked surprising), and how many lines
     /// the patterns matched.
     pub fn findings(&self) -> Findings {
-        let mut candidates: Vec<Candidate> = self.candidates().into_iter().cloned().collect();
+        let mut candidates = self.candidates();
         for needle in self.surprise.needles() {
             match candidates.binary_search_by_key(&needle.line, |c| c.line) {
                 Ok(i) => {
@@ -435,7 +449,7 @@ impl Highlighter {
         } else {
             None
         };
-        let strong = !self.patterns.is_weak(text);
+        let strong = why == Kept::Recent || !self.patterns.is_weak(text);
         let mut candidate = reuse.unwrap_or_else(|| Candidate {
             line,
             text: String::new(),
@@ -503,7 +517,7 @@ mod tests {
     fn found(chunks: &[&str]) -> Vec<Candidate> {
         let mut h = Highlighter::new(Patterns::new(&[]).unwrap());
         feed(&mut h, chunks);
-        h.candidates().into_iter().cloned().collect()
+        h.candidates()
     }
 
     fn lines(chunks: &[&str]) -> Vec<(u64, String, bool)> {
