@@ -23,4 +23,6 @@ pub mod savings;
 pub(crate) mod scanner;
 pub(crate) mod snapshot;
 pub mod template;
+#[cfg(test)]
+pub(crate) mod test_text;
 pub mod tokens;

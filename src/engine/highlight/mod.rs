@@ -506,6 +506,7 @@ pub struct Findings {
 mod tests {
     use super::prefilter::LINE_STARTS;
     use super::*;
+    use crate::engine::test_text::pieces;
 
     fn feed(h: &mut Highlighter, chunks: &[&str]) {
         for chunk in chunks {
@@ -824,19 +825,11 @@ mod tests {
     fn fed_in(text: &str, sizes: &[usize]) -> (Highlighter, Vec<u64>) {
         let mut h = Highlighter::new(Patterns::defaults());
         let (mut lines, mut starts) = (Vec::new(), Vec::new());
-        let mut at = 0;
-        for &size in sizes.iter().cycle() {
-            if at == text.len() {
-                break;
-            }
-            let end = (at + size.min(text.len() - at)..=text.len())
-                .find(|&e| text.is_char_boundary(e))
-                .unwrap();
+        for (at, end) in pieces(text, sizes) {
             h.write(&text[at..end], count_newlines(&text[at..end]));
             h.take_found(&mut starts);
             let number = |o: usize| count_newlines(&text[..at + o]) + 1;
             lines.extend(starts.drain(..).map(number));
-            at = end;
         }
         if h.finish() {
             lines.push(count_newlines(text) + 1);

@@ -459,6 +459,7 @@ mod tests {
     use super::super::{Highlighter, Patterns};
     use super::*;
     use crate::engine::normalise::count_newlines;
+    use crate::engine::test_text::{letters, pieces};
 
     /// The needles of `text` fed in pieces of `size` bytes (at char boundaries).
     fn needles(text: &str, size: usize) -> Vec<Candidate> {
@@ -469,16 +470,11 @@ mod tests {
     fn needles_given(text: &str, size: usize, given: bool) -> Vec<Candidate> {
         let patterns = Patterns::defaults();
         let mut h = Highlighter::new(patterns.clone());
-        let mut at = 0;
-        while at < text.len() {
-            let end = (at + size.min(text.len() - at)..=text.len())
-                .find(|&e| text.is_char_boundary(e))
-                .unwrap();
+        for (at, end) in pieces(text, &[size]) {
             let piece = &text[at..end];
             let shapes = LineShapes::of(piece, at as u64).filter(|_| given);
             let lines = patterns.candidate_lines(piece);
             h.write_lines(piece, count_newlines(piece), &lines, shapes.as_ref());
-            at = end;
         }
         h.finish();
         h.surprise.needles()
@@ -563,16 +559,6 @@ mod tests {
     /// long enough that a MiB of them does not fill the table's cells (as many short lines
     /// of distinct shapes would, making every shape look frequent).
     fn distinct(from: usize, n: usize) -> String {
-        let letters = |mut i: usize| {
-            let mut word = String::new();
-            loop {
-                word.push(char::from(b'a' + (i % 26) as u8));
-                i /= 26;
-                if i == 0 {
-                    break word;
-                }
-            }
-        };
         (from..from + n)
             .map(|i| {
                 format!(
@@ -662,18 +648,6 @@ mod tests {
             .map(|i| format!("{} said something else here\n", letters(i)))
             .collect();
         assert!(needles(&text, 100).is_empty());
-    }
-
-    /// A word of letters only, other for each `i`.
-    fn letters(mut i: usize) -> String {
-        let mut s = String::new();
-        loop {
-            s.push((b'a' + (i % 26) as u8) as char);
-            i /= 26;
-            if i == 0 {
-                return s;
-            }
-        }
     }
 
     fn line() -> impl proptest::strategy::Strategy<Value = String> {

@@ -470,6 +470,7 @@ impl Outline {
 mod tests {
     use super::tail::{latest_lines, line_segment};
     use super::*;
+    use crate::engine::test_text::{letters, pieces};
     use proptest::prelude::*;
 
     fn outline(text: &str, max_lines: usize, max_bytes: usize) -> OutlineView {
@@ -642,51 +643,67 @@ mod tests {
 
         #[test]
         fn the_view_after_every_piece_is_the_straightforward_outline(
-            lines in prop::collection::vec(line_strategy(), 0..150),
-            reps in prop::collection::vec(1usize..8, 150),
-            candidates in prop::collection::vec(any::<bool>(), 1..50),
-            max_lines in 1usize..60,
-            max_bytes in 1usize..3000,
-            chunks in prop::collection::vec(1usize..4000, 1..10),
-            open_end in any::<bool>(),
+            case in streamed(150, 1usize..8, (1..60, 1..3000), 1..4000),
         ) {
-            let text = repeated(&lines, &reps, open_end);
-            outlined_piece_by_piece(&text, &chunks, &candidates, (max_lines, max_bytes))?;
+            outlined_piece_by_piece(&case)?;
         }
 
         /// Pieces many times longer than a preview shows, most of them outlined from their
         /// latest lines only, some ending in folds too long for that.
         #[test]
         fn long_pieces_outlined_from_their_latest_lines_are_the_straightforward_outline(
-            lines in prop::collection::vec(line_strategy(), 0..400),
-            reps in prop::collection::vec(
-                prop_oneof![8 => 1usize..3, 1 => 3usize..200], 400,
+            case in streamed(
+                400,
+                prop_oneof![8 => 1usize..3, 1 => 3usize..200],
+                (1..40, 1..400),
+                400..9000,
             ),
-            candidates in prop::collection::vec(any::<bool>(), 1..50),
-            max_lines in 1usize..40,
-            max_bytes in 1usize..400,
-            chunks in prop::collection::vec(400usize..9000, 1..10),
-            open_end in any::<bool>(),
         ) {
-            let text = repeated(&lines, &reps, open_end);
-            outlined_piece_by_piece(&text, &chunks, &candidates, (max_lines, max_bytes))?;
+            outlined_piece_by_piece(&case)?;
         }
+    }
+
+    /// An output streamed into an outline: its text, the sizes of its pieces (in turn), which
+    /// of its lines are candidates (by number, in turn) and the outline's limits.
+    #[derive(Debug, Clone)]
+    struct Streamed {
+        text: String,
+        chunks: Vec<usize>,
+        candidates: Vec<bool>,
+        limits: (usize, usize),
+    }
+
+    /// Outputs of up to `lines` lines of [`line_strategy`], each repeated as often as `reps`
+    /// says (perhaps with a last line without its newline), in pieces of `chunks` bytes, for an
+    /// outline of limits drawn from `limits` (lines, bytes).
+    fn streamed(
+        lines: usize,
+        reps: impl Strategy<Value = usize>,
+        limits: (std::ops::Range<usize>, std::ops::Range<usize>),
+        chunks: std::ops::Range<usize>,
+    ) -> impl Strategy<Value = Streamed> {
+        (
+            prop::collection::vec(line_strategy(), 0..lines),
+            prop::collection::vec(reps, lines),
+            prop::collection::vec(any::<bool>(), 1..50),
+            limits,
+            prop::collection::vec(chunks, 1..10),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(lines, reps, candidates, limits, chunks, open_end)| Streamed {
+                    text: repeated(&lines, &reps, open_end),
+                    chunks,
+                    candidates,
+                    limits,
+                },
+            )
     }
 
     /// Lines `from..to`, each unlike the others and the line before it (no two similar).
     fn unlike_lines(from: usize, to: usize) -> String {
-        let word = |mut i: usize| {
-            let mut w = String::new();
-            loop {
-                w.push(char::from(b'a' + (i % 26) as u8));
-                i /= 26;
-                if i == 0 {
-                    break w;
-                }
-            }
-        };
         (from..to)
-            .map(|i| format!("{} was {}\n", word(i), word(i * 7 + 3)))
+            .map(|i| format!("{} was {}\n", letters(i), letters(i * 7 + 3)))
             .collect()
     }
 
@@ -756,30 +773,23 @@ mod tests {
         text
     }
 
-    /// Writes `text` to an outline of `limits` in pieces of the lengths `chunks` gives (in
-    /// turn), the candidates as `candidates` says of each line's number (in turn), and checks
-    /// the view after each piece against the outline's definition.
-    fn outlined_piece_by_piece(
-        text: &str,
-        chunks: &[usize],
-        candidates: &[bool],
-        (max_lines, max_bytes): (usize, usize),
-    ) -> Result<(), TestCaseError> {
+    /// Writes the case's text to an outline of its limits, piece by piece, and checks the view
+    /// after each piece against the outline's definition.
+    fn outlined_piece_by_piece(case: &Streamed) -> Result<(), TestCaseError> {
+        let Streamed {
+            text,
+            chunks,
+            candidates,
+            limits: (max_lines, max_bytes),
+        } = case;
+        let (text, (max_lines, max_bytes)) = (text.as_str(), (*max_lines, *max_bytes));
         let is_candidate = |n: u64| candidates[(n as usize - 1) % candidates.len()];
         let mut o = Outline::new(max_lines, max_bytes);
-        let mut at = 0;
-        for &chunk in chunks.iter().cycle() {
-            if at == text.len() {
-                break;
-            }
-            let end = (at + chunk.min(text.len() - at)..=text.len())
-                .find(|&e| text.is_char_boundary(e))
-                .unwrap();
+        for (at, end) in pieces(text, chunks) {
             o.write(
                 &text[at..end],
                 &candidate_starts(text, at, end, is_candidate),
             );
-            at = end;
             let open_line = text[..end].matches('\n').count() as u64 + 1;
             let view = o.view(is_candidate(open_line));
             let expected = reference(&text[..end], max_lines, max_bytes, is_candidate);

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::engine::capture::{Capture, Limits, SpillPolicy};
+use crate::engine::test_text::letters;
 use crate::program::CliSteps;
 use crate::storage::spill::DataDir;
 
@@ -20,18 +21,6 @@ fn preview_in(text: &str, lines: u64, bytes: u64, direction: Direction) -> Previ
 }
 
 /// The notice's count of omitted lines that look like errors (0 without one).
-/// A name made of letters only, so lines that differ by it are not merely "other numbers".
-fn name(mut i: usize) -> String {
-    let mut s = String::new();
-    loop {
-        s.push((b'a' + (i % 26) as u8) as char);
-        i /= 26;
-        if i == 0 {
-            return s;
-        }
-    }
-}
-
 fn more_count(p: &Preview) -> u64 {
     p.content
         .split('\n')
@@ -47,8 +36,8 @@ fn a_unique_root_cause_among_hundreds_of_one_error_is_shown() {
     let ts7006 = |i: usize| {
         format!(
             "src/{}.ts({i},5): error TS7006: Parameter '{}' implicitly has an 'any' type.\n",
-            name(i * 7),
-            name(i)
+            letters(i * 7),
+            letters(i)
         )
     };
     let mut text: String = (0..250).map(ts7006).collect();
@@ -145,7 +134,7 @@ fn error_level_log_lines_and_tool_failures_are_candidates() {
 fn counts_in_the_notice_never_exceed_the_omitted_lines() {
     let mut text = String::new();
     for i in 0..600 {
-        text.push_str(&format!("error: failure in {}\n", name(i)));
+        text.push_str(&format!("error: failure in {}\n", letters(i)));
     }
     let p = preview(&text, 20, 51200);
     assert!(more_count(&p) <= p.omitted_lines);
@@ -215,7 +204,7 @@ fn a_surprising_needle_comes_before_a_restatement_when_room_is_short() {
     let ok = |i: usize| format!("ok {i} - t{i}\n");
     let mut text: String = (0..1000).map(ok).collect();
     for i in 0..12 {
-        let target = format!("t{}1", name(i + 100));
+        let target = format!("t{}1", letters(i + 100));
         text.push_str(&format!("make: *** [{target}] Error 1\n"));
         text.extend((1000 + i * 10..1010 + i * 10).map(ok));
     }
