@@ -30,8 +30,8 @@ const MAX_WAIT: u32 = 64;
 pub(super) struct Latest {
     /// Pieces still to outline whole before the next attempt.
     wait: u32,
-    /// Pieces waited after the last attempt that fell short, if the one after it held too
-    /// (0 once one holds).
+    /// The pieces the last attempt that fell short made the outline wait (0 once an attempt
+    /// holds): the next to fall short makes it wait twice as many.
     backoff: u32,
     /// The candidates of the piece's latest lines, where they start in them.
     candidates: Vec<usize>,

@@ -144,7 +144,8 @@ impl Tail {
     }
 
     /// Whether its segments, as a preview shows them, reach `limits`: a tail store that does
-    /// holds the shortest run of the latest that reaches them, and no older segment can join.
+    /// holds the shortest run of the latest that reaches them, and no older segment could be
+    /// shown from the end.
     pub(super) fn reaches(&self, limits: (u64, u64)) -> bool {
         let mut cost = Cost::default();
         self.closed.iter().rev().any(|c| {
