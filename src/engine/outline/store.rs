@@ -180,6 +180,19 @@ pub(super) enum Closed {
 }
 
 impl Closed {
+    /// Lines and bytes a preview shows of it.
+    pub(super) fn cost(&self) -> Cost {
+        match self {
+            Closed::Segment(p) => p.cost(),
+            &Closed::Lines {
+                lines, start, end, ..
+            } => Cost {
+                lines,
+                bytes: (end + 1 - start) as u64,
+            },
+        }
+    }
+
     /// Counts it in the gap: no preview could show it. `piece` holds its lines.
     pub(super) fn omit(self, piece: Piece<'_>, gap: &mut Gap, spare: &mut Vec<LineText>) {
         match self {

@@ -149,15 +149,7 @@ impl Tail {
     pub(super) fn reaches(&self, limits: (u64, u64)) -> bool {
         let mut cost = Cost::default();
         self.closed.iter().rev().any(|c| {
-            cost.add(match c {
-                Closed::Segment(p) => p.cost(),
-                &Closed::Lines {
-                    lines, start, end, ..
-                } => Cost {
-                    lines,
-                    bytes: (end + 1 - start) as u64,
-                },
-            });
+            cost.add(c.cost());
             cost.reaches(limits)
         })
     }
@@ -260,10 +252,7 @@ pub(super) fn split_latest(
         };
         let need = (limits.0 - cost.lines, limits.1 - cost.bytes);
         let Some((from, kept)) = latest_lines(&text.as_bytes()[start..=end], lines, need) else {
-            cost.add(Cost {
-                lines,
-                bytes: (end + 1 - start) as u64,
-            });
+            cost.add(closed[i].cost());
             continue;
         };
         if kept == lines {
