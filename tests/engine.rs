@@ -399,3 +399,112 @@ proptest! {
         check_text(&text, (max_lines, max_bytes), dir, max_tokens, piece);
     }
 }
+
+/// What `rustc` prints, in colour, for a file with `errors` type errors: a flood of error
+/// lines with their notes, real compiler output many times a preview's limits.
+fn rustc_flood(errors: usize) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("many.rs");
+    let body: String = (0..errors)
+        .map(|i| format!("    let v{i}: u32 = \"text number {i}\";\n"))
+        .collect();
+    std::fs::write(&source, format!("fn main() {{\n{body}}}\n")).unwrap();
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+    let out = std::process::Command::new(rustc)
+        .args(["--edition", "2021", "--color", "always", "-o"])
+        .arg(dir.path().join("many"))
+        .arg(&source)
+        .output()
+        .expect("rustc runs");
+    assert!(!out.status.success(), "the file does not compile");
+    out.stderr
+}
+
+/// `od`'s dump of this test's own executable, cut to `bytes`: offsets that count up, runs of
+/// like lines, and `*` for repeated ones.
+fn od_dump(bytes: usize) -> Vec<u8> {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("od")
+        .args(["-A", "d", "-t", "x1z"])
+        .arg(exe)
+        .output()
+        .expect("od runs");
+    let mut dump = out.stdout;
+    let end = dump[..bytes.min(dump.len())]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    dump.truncate(end);
+    dump
+}
+
+/// Long outputs of real tools, many times a preview's limits, fed in pieces longer than twice
+/// a preview's bytes (so that the outline takes most of them from their latest lines) and
+/// whole: every engine invariant holds, at the default limits and at small ones, and the
+/// notice's count of omitted lines that look like errors is the spill's.
+#[test]
+fn long_outputs_of_real_tools_keep_every_invariant() {
+    for output in [rustc_flood(1000), od_dump(1 << 20)] {
+        assert!(output.len() > 300_000, "{} bytes", output.len());
+        let cuts: Vec<usize> = (1..output.len() / 150_000).map(|i| i * 150_000).collect();
+        let cases = [
+            ((2000, 51200), Direction::Both),
+            ((20, 3000), Direction::Tail),
+        ];
+        for ((max_lines, max_bytes), direction) in cases {
+            let case = EngineCase {
+                input: &output,
+                cuts: cuts.clone(),
+                opts: NormaliseOptions::default(),
+                limits: Limits::new(max_lines, max_bytes).unwrap(),
+                direction,
+                highlights: true,
+                max_tokens: None,
+            };
+            engine(&case);
+            let tmp = tempfile::tempdir().unwrap();
+            let run = crate::invariants::run(&case, &cuts, tmp.path());
+            let (said, so) = omitted_errors(&run.preview, &run.spill);
+            assert_eq!(said, so, "omitted lines that look like errors, said and so");
+        }
+    }
+}
+
+/// How many omitted lines look like errors: as the preview's notice says (0 when it says
+/// nothing), and as the spill has it: its lines the default patterns match (short enough to be
+/// found) that the preview neither shows nor stands for with a fold's marker.
+fn omitted_errors(p: &spillway::protocol::Preview, spill: &str) -> (u64, u64) {
+    let said = p
+        .content
+        .rsplit_once(" more omitted line")
+        .map_or(0, |(before, _)| {
+            let number = before.rsplit(|c: char| !c.is_ascii_digit()).next();
+            number.unwrap().parse().unwrap()
+        });
+    let mut covered: Vec<(u64, u64)> = p.shown.iter().map(|r| (r.first, r.last)).collect();
+    // A fold's marker ends naming its lines (`..., lines 10-15 ...]`); an omission's and the
+    // tail's own marker stand for nothing shown.
+    let folds = p.content.lines().filter(|l| {
+        l.starts_with("[... ") && !l.contains(" omitted (lines ") && l.ends_with(" ...]")
+    });
+    for marker in folds {
+        let Some((_, range)) = marker.rsplit_once(", lines ") else {
+            continue;
+        };
+        let mut numbers = range.split(|c: char| !c.is_ascii_digit());
+        let first: u64 = numbers.next().unwrap().parse().unwrap();
+        let last = numbers.next().and_then(|n| n.parse().ok()).unwrap_or(first);
+        covered.push((first, last));
+    }
+    let patterns = spillway::engine::highlight::Patterns::defaults();
+    let so = spill
+        .lines()
+        .zip(1u64..)
+        .filter(|(line, n)| {
+            line.len() <= 4096
+                && !covered.iter().any(|&(a, b)| (a..=b).contains(n))
+                && patterns.is_match(line)
+        })
+        .count() as u64;
+    (said, so)
+}

@@ -253,13 +253,13 @@ pub struct EngineCase<'a> {
     pub max_tokens: Option<usize>,
 }
 
-struct Run {
-    preview: Preview,
-    spill: String,
+pub struct Run {
+    pub preview: Preview,
+    pub spill: String,
 }
 
 /// Runs the engine over the case's input cut at `cuts`, spilling into `root`.
-fn run(case: &EngineCase<'_>, cuts: &[usize], root: &Path) -> Run {
+pub fn run(case: &EngineCase<'_>, cuts: &[usize], root: &Path) -> Run {
     let dir = DataDir::open(root).expect("data dir");
     let highlights = case.highlights.then(Patterns::defaults);
     let capture = Capture::with_patterns(case.limits, SpillPolicy::Always(dir), highlights);
