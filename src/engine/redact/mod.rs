@@ -280,7 +280,12 @@ impl Redactor {
     /// Redacts `text`. Returns the text unchanged (`Cow::Borrowed`) when nothing matched.
     pub fn redact<'a>(&self, text: &'a str) -> Redacted<'a> {
         let mut counts = BTreeMap::new();
-        let Some(mut current) = self.redact_once(text, &mut counts) else {
+        // No text holds no secret: not looking spares a command that printed nothing the
+        // rules' compilation (1.5 ms of a `truncate` of no output, half its time).
+        let first = (!text.is_empty())
+            .then(|| self.redact_once(text, &mut counts))
+            .flatten();
+        let Some(mut current) = first else {
             return Redacted {
                 text: Cow::Borrowed(text),
                 counts,
