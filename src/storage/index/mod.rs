@@ -181,6 +181,9 @@ pub struct Index {
     read_only: bool,
     /// The busy timeout set on this connection, kept for a connection that replaces it.
     busy_timeout: Duration,
+    /// Whether this connection leaves the write-ahead log to the next when it closes
+    /// ([`Index::keep_log_on_close`]).
+    keeps_log: bool,
 }
 
 impl Index {
@@ -360,10 +363,8 @@ impl Index {
 
     /// The database file plus its write-ahead log (absent when no one has it open).
     fn database_bytes(&self) -> Result<u64, IndexError> {
-        let mut wal = self.path.clone().into_os_string();
-        wal.push("-wal");
         let mut total = 0;
-        for (path, required) in [(self.path.clone(), true), (PathBuf::from(wal), false)] {
+        for (path, required) in [(self.path.clone(), true), (self.log_path(), false)] {
             match std::fs::metadata(&path) {
                 Ok(meta) => total += meta.len(),
                 Err(e) if !required && e.kind() == io::ErrorKind::NotFound => {}
@@ -837,6 +838,34 @@ pub(crate) mod tests {
         );
         let index = Index::open(&path).unwrap();
         for n in 1..=3 {
+            assert!(index.get(&id(n)).unwrap().is_some(), "run {n}");
+        }
+    }
+
+    #[test]
+    fn a_kept_log_stays_short_however_many_connections_keep_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(INDEX_FILE);
+        let wal = dir.path().join(format!("{INDEX_FILE}-wal"));
+        // Each insert writes a page or more: some 1,700 in all.
+        let runs = 400;
+        let mut longest = 0;
+        for n in 1..=runs {
+            let mut index = Index::open(&path).unwrap();
+            index.keep_log_on_close().unwrap();
+            index.insert_run(&new_run(n, at(0))).unwrap();
+            drop(index);
+            longest = longest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+        }
+        // The last transaction's pages (a page's frame: a 24-byte header and 4 KiB) may come
+        // on top of the limit.
+        let most = open::KEPT_LOG_MOST + 16 * (24 + 4096);
+        assert!(
+            longest <= most,
+            "the kept log reached {longest} bytes, more than {most}"
+        );
+        let index = Index::open_read_only(&path).unwrap();
+        for n in 1..=runs {
             assert!(index.get(&id(n)).unwrap().is_some(), "run {n}");
         }
     }
