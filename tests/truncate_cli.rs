@@ -166,6 +166,36 @@ fn an_unwritable_data_dir_still_gives_the_preview() {
 }
 
 #[test]
+fn a_spill_the_index_cannot_take_is_previewed_all_the_same_and_said() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.data_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let index = dir.join("index.sqlite3");
+    let garbage = vec![b'x'; 8192];
+    std::fs::write(&index, &garbage).unwrap();
+    let mut cmd = sandbox.spillway();
+    cmd.arg("truncate");
+    let out = run_with_input(cmd, numbered(5000).as_bytes());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let [spill] = &sandbox.spills()[..] else {
+        panic!("not one spill: {:?}", sandbox.spills());
+    };
+    assert!(stdout(&out).contains(&spill.display().to_string()));
+    assert!(stdout(&out).contains("line 5000\n"));
+    assert!(
+        stderr(&out).contains("the spill is not in the index"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read(&index).unwrap(),
+        garbage,
+        "the file was written"
+    );
+}
+
+#[test]
 fn a_closed_stdout_is_not_an_error() {
     let sandbox = Sandbox::new();
     let mut cmd = Command::new("sh");

@@ -149,21 +149,33 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
     let max_tokens = args
         .max_tokens
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    // Standard input's writer is not known, nor how it ended.
-    let mut preview = engine.preview(args.direction, &CliSteps, max_tokens, Outcome::Unknown);
-    if !args.redact.no_redact {
-        preview.redact(Redactor::builtin());
-    }
-    let registered = match &preview.spill_path {
-        Some(spill) => register_truncated(&root, spill, &preview, started_at)
-            .inspect_err(|e| {
-                eprintln!(
-                    "spillway: warning: the spill is not in the index ({e:#}); a purge may remove it"
-                );
-            })
-            .ok(),
-        None => None,
-    };
+    let spill = engine.capture().spill_path().map(|p| p.to_string_lossy());
+    let (preview, registered) = std::thread::scope(|scope| {
+        // The run's row goes into the index while the preview is made: opening the index
+        // (which reads the log the last process left) took 1.0-1.3 ms of each `truncate`
+        // that spills, on its path to the preview's printing.
+        let row = spill
+            .as_deref()
+            .map(|spill| scope.spawn(|| insert_truncated(&root, spill, started_at)));
+        // Standard input's writer is not known, nor how it ended.
+        let mut preview = engine.preview(args.direction, &CliSteps, max_tokens, Outcome::Unknown);
+        if !args.redact.no_redact {
+            preview.redact(Redactor::builtin());
+        }
+        let registered = row.and_then(|row| {
+            let inserted = row
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("recording the run panicked")));
+            finish_truncated(inserted, &preview)
+                .inspect_err(|e| {
+                    eprintln!(
+                        "spillway: warning: the spill is not in the index ({e:#}); a purge may remove it"
+                    );
+                })
+                .ok()
+        });
+        (preview, registered)
+    });
     let mut out = io::stdout().lock();
     if args.json {
         serde_json::to_writer(&mut out, &preview)?;
@@ -364,17 +376,16 @@ pub(crate) fn read_spill(args: ReadArgs) -> Result<ExitCode> {
 }
 
 /// Records a `truncate` spill in the index, so history lists it and the purge keeps it for the
-/// retention period instead of sweeping it up as an orphan.
-/// Returns the run's id; its tokens are counted later ([`count_tokens_later`]).
-fn register_truncated(
+/// retention period instead of sweeping it up as an orphan: its row, inserted as the run
+/// starts. Returns the index, open for [`finish_truncated`], and the run's id.
+fn insert_truncated(
     root: &std::path::Path,
     spill: &str,
-    preview: &Preview,
     started_at: DateTime<Utc>,
-) -> Result<RunId> {
+) -> Result<(Index, RunId)> {
     let mut index = Index::open(&root.join(INDEX_FILE))?;
     index.keep_log_on_close()?;
-    let id = loop {
+    loop {
         let id = RunId::generate();
         let run = NewRun {
             id: id.clone(),
@@ -390,9 +401,15 @@ fn register_truncated(
             owner_pid: std::process::id(),
         };
         if index.insert_run(&run)? {
-            break id;
+            return Ok((index, id));
         }
-    };
+    }
+}
+
+/// Records the end of the run [`insert_truncated`] inserted, with its `preview`. Returns the
+/// run's id; its tokens are counted later ([`count_tokens_later`]).
+fn finish_truncated(inserted: Result<(Index, RunId)>, preview: &Preview) -> Result<RunId> {
+    let (mut index, id) = inserted?;
     let ending = Ending {
         ended_at: Utc::now(),
         status: RunStatus::Exited,

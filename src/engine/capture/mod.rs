@@ -273,6 +273,14 @@ impl Capture {
         }
     }
 
+    /// The spill file's path, once it is open.
+    pub fn spill_path(&self) -> Option<&std::path::Path> {
+        match &self.spill {
+            Spill::Open(file) => Some(file.path()),
+            _ => None,
+        }
+    }
+
     /// Whether the spill file holds the whole output and it is at most
     /// [`tokens::EXACT_MAX_BYTES`]: then whoever counts its tokens can read it there.
     pub fn spill_holds_output(&self) -> bool {
