@@ -15,7 +15,9 @@ mod patterns;
 mod prefilter;
 mod surprise;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashSet;
 
 use crate::engine::normalise::count_newlines;
 
@@ -107,7 +109,7 @@ pub struct Highlighter {
     /// Where the last candidate went, which takes the context lines that follow it.
     last_in_recent: bool,
     /// Kinds seen so far (at most [`KINDS_TRACKED`]).
-    kinds: HashSet<u64>,
+    kinds: FxHashSet<u64>,
     /// How many of `kept` are there as one of the first, and as the first of their kind.
     first_kept: usize,
     kinds_kept: usize,
@@ -154,7 +156,7 @@ impl Highlighter {
             kept: Vec::new(),
             latest: VecDeque::new(),
             last_in_recent: false,
-            kinds: HashSet::new(),
+            kinds: FxHashSet::default(),
             first_kept: 0,
             kinds_kept: 0,
             found: 0,

@@ -69,7 +69,7 @@ pub(super) fn compact<'a>(view: &CaptureView<'a>, base: u64) -> Option<Compacted
     let (learner, lines) = learnt(&segments);
     let lines = without_quoted_secrets(lines, &learner);
     let keep = kept_lines(view, &segments);
-    let folds = plan_folds(&lines, &learner, view.total_lines, &|n| keep.contains(&n));
+    let folds = plan_folds(&lines, &learner, view.total_lines, &|n| keep.contains(n));
     if folds.is_empty() {
         return None;
     }
@@ -269,22 +269,44 @@ fn without_quoted_secrets(mut lines: Vec<LineTemplate>, learner: &Learner) -> Ve
 
 /// Lines that must stay shown: those the highlight patterns match, each candidate's block
 /// (its lines before and after), and any segment holding a candidate.
-fn kept_lines(view: &CaptureView<'_>, segments: &[&Segment]) -> HashSet<u64> {
-    let mut keep: HashSet<u64> = view
+fn kept_lines(view: &CaptureView<'_>, segments: &[&Segment]) -> KeptLines {
+    let blocks = view
         .findings
         .candidates
         .iter()
-        .flat_map(|c| c.first_line()..=c.line + c.after.len() as u64)
-        .collect();
-    for seg in segments {
+        .map(|c| (c.first_line(), c.line + c.after.len() as u64));
+    let held = segments.iter().filter_map(|seg| {
         let matched = view
             .highlights
             .is_some_and(|patterns| patterns.is_match(&seg.head.text));
-        if seg.candidates > 0 || matched {
-            keep.extend(seg.first..=seg.last_line());
+        (seg.candidates > 0 || matched).then(|| (seg.first, seg.last_line()))
+    });
+    KeptLines::new(blocks.chain(held).collect())
+}
+
+/// Line numbers as ranges, sorted and apart, asked by binary search: one segment can stand
+/// for a million lines (a fold of a flood of one error, whose candidates it holds), which a
+/// set of line numbers took 380 M instructions to hold.
+struct KeptLines(Vec<(u64, u64)>);
+
+impl KeptLines {
+    /// The lines of `ranges` (each inclusive, in any order, overlapping or not).
+    fn new(mut ranges: Vec<(u64, u64)>) -> KeptLines {
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+        for (first, last) in ranges {
+            match merged.last_mut() {
+                Some(range) if first <= range.1.saturating_add(1) => range.1 = range.1.max(last),
+                _ => merged.push((first, last)),
+            }
         }
+        KeptLines(merged)
     }
-    keep
+
+    fn contains(&self, line: u64) -> bool {
+        let after = self.0.partition_point(|&(first, _)| first <= line);
+        after > 0 && line <= self.0[after - 1].1
+    }
 }
 
 /// `segments` with each fold's lines replaced by its marker segment (see the module's doc).
@@ -343,10 +365,27 @@ fn marker_segment(fold: &template::Fold, seg: &Segment, base: u64) -> Segment {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
+    use super::KeptLines;
     use crate::engine::capture::{Capture, Limits, SpillPolicy};
     use crate::program::CliSteps;
     use crate::protocol::{Direction, Preview};
     use crate::storage::spill::DataDir;
+
+    proptest! {
+        #[test]
+        fn kept_lines_hold_exactly_the_lines_of_their_ranges(
+            ranges in prop::collection::vec((0u64..200, 0u64..20), 0..12),
+        ) {
+            let ranges: Vec<(u64, u64)> = ranges.into_iter().map(|(f, n)| (f, f + n)).collect();
+            let kept = KeptLines::new(ranges.clone());
+            for line in 0..240 {
+                let inside = ranges.iter().any(|&(f, l)| f <= line && line <= l);
+                prop_assert_eq!(kept.contains(line), inside, "line {}", line);
+            }
+        }
+    }
 
     fn preview(text: &str, spill: bool, compact: bool) -> Preview {
         let policy = if spill {

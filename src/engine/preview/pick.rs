@@ -8,7 +8,7 @@
 //! rest spread over the omitted part. Each is shown as a block with the context that makes it
 //! actionable (see [`Candidate`]), cut back to the line alone when the block does not fit.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 use std::ops::RangeInclusive;
 
 use crate::engine::capture::Outcome;
@@ -37,7 +37,7 @@ pub(super) fn choose_highlights(
     omitted: &RangeInclusive<u64>,
     max_lines: usize,
     max_bytes: usize,
-    shown: &HashSet<u64>,
+    shown: &FxHashSet<u64>,
     outcome: Outcome,
     memo: &KindMemo,
 ) -> Vec<Highlight> {

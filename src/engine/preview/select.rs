@@ -3,7 +3,7 @@
 //! between, and folds opened where room is left. Nothing here words anything: the choice is
 //! data ([`Selection`]) that rendering and the notice read.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use crate::engine::capture::CaptureView;
 use crate::engine::outline::{Fold, Segment};
@@ -243,9 +243,9 @@ fn highlight_lines(max_lines: usize) -> usize {
 }
 
 /// The kinds of the candidate lines a selection shows.
-fn shown_kinds(view: &CaptureView<'_>, s: &Selection) -> HashSet<u64> {
+fn shown_kinds(view: &CaptureView<'_>, s: &Selection) -> FxHashSet<u64> {
     let Some(patterns) = view.highlights else {
-        return HashSet::new();
+        return FxHashSet::default();
     };
     s.segments()
         .filter(|seg| !is_fold_marker(seg))
