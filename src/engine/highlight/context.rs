@@ -57,7 +57,7 @@ impl Highlighter {
     /// Offers the lines of `text` from byte `from` on as context of the last candidate.
     pub(super) fn take_following(&mut self, text: &str, mut from: usize) {
         while self.wants_after > 0 && from < text.len() {
-            let Some(len) = text[from..].find('\n') else {
+            let Some(len) = memchr::memchr(b'\n', &text.as_bytes()[from..]) else {
                 return;
             };
             self.take_after(&text[from..from + len], false);

@@ -147,26 +147,34 @@ fn without_quotes(line: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// A path (`src/a.ts(3,1):`, `/usr/lib/x.so`) or a `file.ext:LINE` location. Over bytes: a
-/// `.`, `:` or `(` byte is that char wherever it stands in UTF-8.
+/// A path (`src/a.ts(3,1):`, `/usr/lib/x.so`) or a `file.ext:LINE` location: a `/` or `\\`
+/// anywhere, or a `:` or `(` followed by a digit and then something other than `.`, right
+/// after a `name.ext` whose extension is letters and digits. One pass over the bytes (a `.`,
+/// `:` or `(` byte is that char wherever it stands in UTF-8).
 fn is_location(token: &[u8]) -> bool {
-    if token.iter().any(|&b| b == b'/' || b == b'\\') {
-        return true;
+    // The last `.` so far, and whether only letters and digits came after it.
+    let mut dot = None;
+    let mut ext_alnum = false;
+    let mut location = false;
+    for (i, &b) in token.iter().enumerate() {
+        match b {
+            b'/' | b'\\' => return true,
+            b'.' => {
+                dot = Some(i);
+                ext_alnum = true;
+                continue;
+            }
+            b':' | b'(' if !location => {
+                location = ext_alnum
+                    && dot.is_some_and(|d| d > 0 && d + 1 < i)
+                    && token.get(i + 1).is_some_and(u8::is_ascii_digit)
+                    && token.get(i + 2).is_some_and(|&c| c != b'.');
+            }
+            _ => {}
+        }
+        ext_alnum &= b.is_ascii_alphanumeric();
     }
-    // `name.ext:12` or `name.ext(12`: a dot, letters, then `:` or `(` and a digit.
-    token.windows(3).enumerate().any(|(i, w)| {
-        (w[0] == b':' || w[0] == b'(')
-            && w[1].is_ascii_digit()
-            && w[2] != b'.'
-            && token[..i]
-                .iter()
-                .rposition(|&b| b == b'.')
-                .is_some_and(|dot| {
-                    dot > 0
-                        && dot + 1 < i
-                        && token[dot + 1..i].iter().all(u8::is_ascii_alphanumeric)
-                })
-    })
+    location
 }
 
 /// Appends `token` with its free-standing numbers and hex addresses as `0`.
@@ -206,6 +214,35 @@ mod tests {
             char_key(&mut by_chars, &line);
             prop_assert_eq!(by_bytes, by_chars.into_bytes());
         }
+
+        #[test]
+        fn a_location_is_what_its_definition_says(
+            pieces in prop::collection::vec(
+                prop::sample::select(vec!["a", "a.rs", ".b", ".", ":1", "(7", "1", ":", "é", "x."]),
+                0..10,
+            ),
+        ) {
+            let token = pieces.concat();
+            prop_assert_eq!(is_location(token.as_bytes()), location_by_definition(&token));
+        }
+    }
+
+    /// [`is_location`] as its doc says, window by window.
+    fn location_by_definition(token: &str) -> bool {
+        if token.contains('/') || token.contains('\\') {
+            return true;
+        }
+        let bytes = token.as_bytes();
+        bytes.windows(3).enumerate().any(|(i, w)| {
+            (w[0] == b':' || w[0] == b'(')
+                && w[1].is_ascii_digit()
+                && w[2] != b'.'
+                && token[..i].rsplit_once('.').is_some_and(|(name, ext)| {
+                    !name.is_empty()
+                        && !ext.is_empty()
+                        && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+                })
+        })
     }
 
     #[test]

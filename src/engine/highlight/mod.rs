@@ -341,7 +341,7 @@ impl Highlighter {
     ) {
         let mut from = 0;
         while self.wants_after > 0 && from < text.len() {
-            let len = text[from..].find('\n').unwrap_or(text.len() - from);
+            let len = memchr::memchr(b'\n', &text.as_bytes()[from..]).unwrap_or(text.len() - from);
             self.take_after(&text[from..from + len], false);
             from += len + 1;
         }
