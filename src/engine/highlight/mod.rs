@@ -364,9 +364,11 @@ impl Highlighter {
             }
             self.found_starts.push(base + start);
             last_found = Some(start);
-            if self.only_latest() && line.len() <= MAX_HIGHLIGHT_BYTES {
+            if line.len() <= MAX_HIGHLIGHT_BYTES && self.only_latest(line) {
                 self.defer(start, end);
             } else {
+                // Kept in the order found: the deferred ones first.
+                self.keep_each_deferred(text, &mut numbers);
                 let before = self.before_at(text, start);
                 self.found_at(numbers.of(text, start), line, before);
                 self.take_following(text, end + 1);
@@ -376,10 +378,17 @@ impl Highlighter {
         self.remember(lines_before(text, text.len()).into_iter());
     }
 
-    /// Whether a candidate found now can only be kept as one of the latest: the first
-    /// [`KEEP`] are in, and so are the first of [`KEEP_KINDS`] kinds.
-    fn only_latest(&self) -> bool {
-        self.first_kept >= KEEP && self.kinds_kept >= KEEP_KINDS
+    /// Whether the candidate `line`, found now, can only be kept as one of the latest: the
+    /// first [`KEEP`] are in, and so are the first of [`KEEP_KINDS`] kinds, or no more kinds
+    /// are tracked, or its kind was seen before ([`Highlighter::keep_found`]'s choice). The
+    /// last is what a flood of a few kinds of error is made of (a million lines of one, or
+    /// tracebacks alike): kept one by one as they came, each took its context before and
+    /// after only for the next to replace it.
+    fn only_latest(&self, line: &str) -> bool {
+        self.first_kept >= KEEP
+            && (self.kinds_kept >= KEEP_KINDS
+                || self.kinds.len() >= KINDS_TRACKED
+                || self.kinds.contains(&kind_of(line)))
     }
 
     /// Counts the candidate in bytes `start..end` of the text being scanned, which can only
@@ -406,14 +415,24 @@ impl Highlighter {
             at: first,
             number: last_line + 1 - to_end,
         };
+        let last_deferred = self.deferred.back().map(|&(start, _)| start);
+        self.keep_each_deferred(text, &mut numbers);
+        if last_found != last_deferred {
+            self.end_block();
+        }
+    }
+
+    /// Keeps the candidates deferred in `text` so far, in order, as [`Highlighter::found_at`]
+    /// would have kept them one by one; `numbers` numbers their lines.
+    fn keep_each_deferred(&mut self, text: &str, numbers: &mut Numbering) {
+        if self.deferred.is_empty() {
+            return;
+        }
         let deferred = std::mem::take(&mut self.deferred);
         for &(start, end) in &deferred {
             let before = self.before_at(text, start);
             self.keep_found(numbers.of(text, start), &text[start..end], before);
             self.take_following(text, end + 1);
-        }
-        if last_found != deferred.back().map(|&(start, _)| start) {
-            self.end_block();
         }
         self.deferred = deferred;
         self.deferred.clear();
