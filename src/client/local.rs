@@ -162,18 +162,7 @@ pub(crate) fn truncate(args: TruncateArgs) -> Result<ExitCode> {
         if !args.redact.no_redact {
             preview.redact(Redactor::builtin());
         }
-        let registered = row.and_then(|row| {
-            let inserted = row
-                .join()
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("recording the run panicked")));
-            finish_truncated(inserted, &preview)
-                .inspect_err(|e| {
-                    eprintln!(
-                        "spillway: warning: the spill is not in the index ({e:#}); a purge may remove it"
-                    );
-                })
-                .ok()
-        });
+        let registered = row.and_then(|row| registered(row, &preview));
         (preview, registered)
     });
     let mut out = io::stdout().lock();
@@ -404,6 +393,24 @@ fn insert_truncated(
             return Ok((index, id));
         }
     }
+}
+
+/// The id of the run whose row `row` is inserting, once its end is recorded with `preview`; a
+/// warning, and `None`, when either failed (the preview is printed all the same).
+fn registered(
+    row: std::thread::ScopedJoinHandle<'_, Result<(Index, RunId)>>,
+    preview: &Preview,
+) -> Option<RunId> {
+    let inserted = row
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("recording the run panicked")));
+    finish_truncated(inserted, preview)
+        .inspect_err(|e| {
+            eprintln!(
+                "spillway: warning: the spill is not in the index ({e:#}); a purge may remove it"
+            );
+        })
+        .ok()
 }
 
 /// Records the end of the run [`insert_truncated`] inserted, with its `preview`. Returns the

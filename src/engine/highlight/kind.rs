@@ -147,7 +147,7 @@ fn without_quotes(line: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// A path (`src/a.ts(3,1):`, `/usr/lib/x.so`) or a `file.ext:LINE` location: a `/` or `\\`
+/// A path (`src/a.ts(3,1):`, `/usr/lib/x.so`) or a `file.ext:LINE` location: a `/` or `\`
 /// anywhere, or a `:` or `(` followed by a digit and then something other than `.`, right
 /// after a `name.ext` whose extension is letters and digits. One pass over the bytes (a `.`,
 /// `:` or `(` byte is that char wherever it stands in UTF-8).
