@@ -48,7 +48,8 @@ pub enum SpillPolicy {
 enum Spill {
     Off,
     Pending(DataDir),
-    Open(SpillFile),
+    /// Boxed: an open file's state is several times the size of the others'.
+    Open(Box<SpillFile>),
     Failed(String),
 }
 
@@ -195,7 +196,7 @@ impl Capture {
         }
         let keep = self.spill_share(bytes, lines_before);
         match &mut self.spill {
-            Spill::Open(file) => Some((file, keep, newlines)),
+            Spill::Open(file) => Some((&mut **file, keep, newlines)),
             _ => None,
         }
     }
@@ -445,7 +446,7 @@ fn spill_part(file: &mut SpillFile, text: &str, keep: usize, newlines: u64) {
 
 fn open_spill(dir: &DataDir) -> Spill {
     match dir.create_spill() {
-        Ok(file) => Spill::Open(file),
+        Ok(file) => Spill::Open(Box::new(file)),
         Err(e) => Spill::Failed(e.to_string()),
     }
 }

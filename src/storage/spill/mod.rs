@@ -20,6 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
 mod ahead;
+mod aligned;
 mod writer;
 
 use writer::{Batch, BatchWriter, Floor, Progress, Spare, write_batches};
@@ -458,7 +459,9 @@ impl SpillFile {
         self.send_batch();
         let (lock, wake) = &*self.shared;
         let mut progress = crate::sync::lock(lock);
-        while progress.handled < self.accepted && matches!(self.sink, Sink::Thread { .. }) {
+        while (progress.handled < self.accepted || progress.held > 0)
+            && matches!(self.sink, Sink::Thread { .. })
+        {
             progress = crate::sync::wait(wake, progress);
         }
         self.seen = progress.clone();
@@ -787,6 +790,9 @@ mod tests {
                     _ => {
                         spill.flush();
                         proptest::prop_assert_eq!(spill.written(), expected.len() as u64);
+                        // In the file already, nothing held back by the writer thread.
+                        let on_disk = fs::metadata(spill.path()).unwrap().len();
+                        proptest::prop_assert_eq!(on_disk, expected.len() as u64);
                     }
                 }
             }

@@ -4,12 +4,13 @@
 //! it comes in bulk (see [`super::SpillFile`]).
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::ahead::{AHEAD_STEP, Ahead};
+use super::aligned::{Held, aligned_cut, first_bytes, write_all_parts};
 use crate::storage::space;
 
 /// What reads a spill's text on the writer thread as it is written (the engine's scanner, which
@@ -97,18 +98,20 @@ impl Floor {
     }
 }
 
-/// Writes `text` to `file`, or as much of it as `floor` admits (cut at a character, so that
-/// what was saved reads back whole) and then says why no more.
-fn write_admitted(file: &mut File, floor: Option<&mut Floor>, text: &str) -> Result<(), String> {
+/// Writes `parts` to `file`, one after the other, or as much of them as `floor` admits (cut at
+/// a character, so that what was saved reads back whole) and then says why no more.
+fn write_admitted(
+    file: &mut File,
+    floor: Option<&mut Floor>,
+    parts: [&str; 2],
+) -> Result<(), String> {
     let failed = |e: io::Error| space::spill_write_failed(&e);
-    match floor.map_or(Ok(()), |floor| floor.admit(file, text.len())) {
-        Ok(()) => file.write_all(text.as_bytes()).map_err(failed),
+    let len = parts[0].len() + parts[1].len();
+    match floor.map_or(Ok(()), |floor| floor.admit(file, len)) {
+        Ok(()) => write_all_parts(file, parts).map_err(failed),
         Err((room, why)) => {
-            let mut keep = usize::try_from(room).unwrap_or(usize::MAX).min(text.len());
-            while !text.is_char_boundary(keep) {
-                keep -= 1;
-            }
-            file.write_all(&text.as_bytes()[..keep]).map_err(failed)?;
+            let room = usize::try_from(room).unwrap_or(usize::MAX);
+            write_all_parts(file, first_bytes(parts, room)).map_err(failed)?;
             Err(why)
         }
     }
@@ -142,6 +145,8 @@ pub(super) struct Progress {
     pub(super) handled: u64,
     /// Bytes really in the file.
     pub(super) written: u64,
+    /// Bytes handled but held back from the file for a moment (see [`super::aligned`]).
+    pub(super) held: u64,
     pub(super) error: Option<String>,
 }
 
@@ -157,6 +162,11 @@ pub(super) struct BatchWriter {
     in_file: u64,
     /// The file's blocks allocated ahead of its writes, given back as the writer closes it.
     ahead: Ahead,
+    /// Whether each batch is written up to an aligned boundary only, the rest held back for
+    /// the next write (a writer thread's way; see [`super::aligned`]).
+    aligns: bool,
+    /// The rest of the last batch, held back.
+    held: Option<Held>,
 }
 
 impl BatchWriter {
@@ -166,20 +176,80 @@ impl BatchWriter {
             floor,
             in_file: 0,
             ahead: Ahead::default(),
+            aligns: false,
+            held: None,
         }
     }
 
-    /// Writes `text` to the file, its blocks allocated ahead for a large spill.
-    fn write_text(&mut self, text: &str) -> Option<Result<(), String>> {
+    /// Writes what is held back, then `text`, to the file, its blocks allocated ahead for a
+    /// large spill; returns how many bytes went in (`None`: the file failed before).
+    fn write_after_held(&mut self, text: &str) -> Option<Result<u64, String>> {
         let file = self.file.as_mut()?;
-        let roomy = self.floor.as_ref().is_none_or(|f| f.roomy(AHEAD_STEP));
-        self.ahead
-            .before_write(file, self.in_file, text.len() as u64, roomy);
-        let result = write_admitted(file, self.floor.as_mut(), text);
-        if result.is_ok() {
-            self.in_file += text.len() as u64;
+        let rest = self.held.as_ref().map_or("", Held::rest);
+        let len = (rest.len() + text.len()) as u64;
+        if len == 0 {
+            return Some(Ok(0));
         }
-        Some(result)
+        let roomy = self.floor.as_ref().is_none_or(|f| f.roomy(AHEAD_STEP));
+        self.ahead.before_write(file, self.in_file, len, roomy);
+        let result = write_admitted(file, self.floor.as_mut(), [rest, text]);
+        if result.is_ok() {
+            self.in_file += len;
+        }
+        Some(result.map(|()| len))
+    }
+
+    /// Where to stop writing `text` so that the write ends on an aligned boundary, when this
+    /// writer aligns its writes and one falls within `text`.
+    fn cut(&self, text: &str) -> Option<usize> {
+        if !self.aligns || self.file.is_none() {
+            return None;
+        }
+        let before = self.held.as_ref().map_or(0, |held| held.rest().len());
+        aligned_cut(self.in_file, before, text).filter(|&cut| cut < text.len())
+    }
+
+    /// Writes what is held back, if anything, gives its buffer to `spare`, and tells `shared`.
+    fn write_held(&mut self, spare: &Spare, shared: &(Mutex<Progress>, Condvar)) {
+        if self.held.is_none() {
+            return;
+        }
+        let result = self.write_after_held("");
+        if let Some(held) = self.held.take() {
+            give_back(spare, held.into_buffer());
+        }
+        self.report(shared, 0, result);
+    }
+
+    /// Tells `shared` that `handled` more bytes were dealt with, and what writing them did.
+    fn report(
+        &mut self,
+        shared: &(Mutex<Progress>, Condvar),
+        handled: u64,
+        result: Option<Result<u64, String>>,
+    ) {
+        let (lock, wake) = shared;
+        let mut progress = crate::sync::lock(lock);
+        progress.handled += handled;
+        match result {
+            Some(Ok(written)) => progress.written += written,
+            Some(Err(e)) => {
+                // Part of the batch may have landed: report what is really on disk. What was
+                // held back is lost with the rest.
+                self.held = None;
+                if let Some(len) = self.close_failed() {
+                    progress.written = len;
+                }
+                progress.error = Some(e);
+            }
+            None => {}
+        }
+        progress.held = self
+            .held
+            .as_ref()
+            .map_or(0, |held| held.rest().len() as u64);
+        drop(progress);
+        wake.notify_all();
     }
 
     /// Closes the file after a failed write, its blocks allocated ahead given back; returns
@@ -191,8 +261,10 @@ impl BatchWriter {
         Some(len)
     }
 
-    /// Writes and scans `batch`, gives its emptied buffer back to `spare` if given, and tells
-    /// `shared` how far it got.
+    /// Writes and scans `batch` (after what is held back), gives an emptied buffer back to
+    /// `spare` if given, and tells `shared` how far it got. A writer that aligns its writes
+    /// stops at the last aligned boundary in the batch and holds the rest, in the batch's own
+    /// buffer, for the next write.
     pub(super) fn write(
         &mut self,
         batch: Batch,
@@ -206,40 +278,41 @@ impl BatchWriter {
             scan_only,
             scanner,
         } = batch;
-        let result = if scan_only {
-            None
+        let cut = if scan_only { None } else { self.cut(&text) };
+        // Past the cap the file takes no more of the text, but what is held goes in.
+        let now = if scan_only {
+            ""
         } else {
-            self.write_text(&text)
+            &text[..cut.unwrap_or(text.len())]
         };
+        let result = self.write_after_held(now);
+        let written_held = self.held.take().map(Held::into_buffer);
         if let Some(scanner) = scanner {
             scanner.read(&text, newlines, prepared);
         }
         let len = text.len() as u64;
-        // Given back before the progress is told: a flush that returns finds it there.
-        if let Some(spare) = spare {
-            give_back(spare, text);
-        }
-        let (lock, wake) = shared;
-        let mut progress = crate::sync::lock(lock);
-        progress.handled += len;
-        match result {
-            Some(Ok(())) => progress.written += len,
-            Some(Err(e)) => {
-                // Part of the batch may have landed: report what is really on disk.
-                if let Some(len) = self.close_failed() {
-                    progress.written = len;
-                }
-                progress.error = Some(e);
+        let free = match cut {
+            Some(cut) if matches!(result, Some(Ok(_))) => {
+                self.held = Some(Held::new(text, cut));
+                written_held
             }
-            None => {}
+            _ => Some(text),
+        };
+        // Given back before the progress is told: a flush that returns finds it there.
+        if let (Some(spare), Some(free)) = (spare, free) {
+            give_back(spare, free);
         }
-        drop(progress);
-        wake.notify_all();
+        self.report(shared, len, result);
     }
 }
 
 impl Drop for BatchWriter {
     fn drop(&mut self) {
+        // The writer thread writes what it holds before it waits or ends; this is for a
+        // writer that ends some other way.
+        if self.held.is_some() {
+            let _ = self.write_after_held("");
+        }
         if let Some(file) = &self.file {
             self.ahead.release(file, self.in_file);
         }
@@ -247,14 +320,27 @@ impl Drop for BatchWriter {
 }
 
 /// The writer thread: writes batches until the queue closes, giving each emptied buffer back
-/// as the spare for the next.
+/// as the spare for the next. Each write ends on an aligned boundary while more batches are
+/// queued; what is held back goes to the file whenever the queue is empty, before the writer
+/// waits for the next batch or ends.
 pub(super) fn write_batches(
     mut writer: BatchWriter,
     batches: &Receiver<Batch>,
     spare: &Spare,
     shared: &(Mutex<Progress>, Condvar),
 ) {
-    while let Some(batch) = next_batch(batches, spare) {
+    writer.aligns = true;
+    loop {
+        let batch = match batches.try_recv() {
+            Ok(batch) => batch,
+            Err(_) => {
+                writer.write_held(spare, shared);
+                match next_batch(batches, spare) {
+                    Some(batch) => batch,
+                    None => break,
+                }
+            }
+        };
         writer.write(batch, Some(spare), shared);
     }
 }
@@ -278,5 +364,102 @@ fn next_batch(batches: &Receiver<Batch>, spare: &Spare) -> Option<Batch> {
             drop(crate::sync::lock(spare).take());
             batches.recv().ok()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::super::aligned::ALIGN;
+    use super::*;
+
+    fn batch(text: String, scan_only: bool) -> Batch {
+        Batch {
+            text,
+            newlines: 0,
+            prepared: None,
+            scan_only,
+            scanner: None,
+        }
+    }
+
+    fn progress(shared: &(Mutex<Progress>, Condvar)) -> Progress {
+        crate::sync::lock(&shared.0).clone()
+    }
+
+    /// A writer thread's batches of odd sizes, some of two-byte chars whose bytes an aligned
+    /// boundary can split: each write ends on a boundary (or a char before it), the rest is
+    /// held, the progress says exactly what is in the file and what is held, and once the
+    /// writer would wait the file holds every byte in order.
+    #[test]
+    fn a_writer_thread_writes_up_to_aligned_boundaries_and_holds_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spill");
+        let mut writer = BatchWriter::new(File::create(&path).unwrap(), None);
+        writer.aligns = true;
+        let (spare, shared) = (Spare::default(), (Mutex::default(), Condvar::new()));
+        let mut expected = String::new();
+        let mut held_some = false;
+        for (i, len) in [100_001, 200_003, 50, 150_000, 131_072, 70_001]
+            .into_iter()
+            .enumerate()
+        {
+            let text = if i % 2 == 0 {
+                char::from(b'a' + i as u8).to_string().repeat(len)
+            } else {
+                "é".repeat(len / 2)
+            };
+            expected.push_str(&text);
+            writer.write(batch(text, false), Some(&spare), &shared);
+            let now = progress(&shared);
+            assert_eq!(fs::metadata(&path).unwrap().len(), now.written);
+            assert_eq!(now.written + now.held, expected.len() as u64);
+            if now.held > 0 {
+                held_some = true;
+                // On a boundary, or a byte before it where a char straddles it.
+                let short = (ALIGN - now.written % ALIGN) % ALIGN;
+                assert!(short < 2, "{now:?}");
+            }
+        }
+        assert!(held_some, "nothing was ever held back");
+        writer.write_held(&spare, &shared);
+        let now = progress(&shared);
+        assert_eq!((now.written, now.held), (expected.len() as u64, 0));
+        assert_eq!(fs::read_to_string(&path).unwrap(), expected);
+        assert!(
+            crate::sync::lock(&spare).is_some(),
+            "the held buffer was given back"
+        );
+    }
+
+    /// Past the spill's cap the file takes no more text, but what was held goes in first.
+    #[test]
+    fn what_is_held_goes_in_before_a_batch_only_scanned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spill");
+        let mut writer = BatchWriter::new(File::create(&path).unwrap(), None);
+        writer.aligns = true;
+        let (spare, shared) = (Spare::default(), (Mutex::default(), Condvar::new()));
+        let kept = "k".repeat(ALIGN as usize + 10);
+        writer.write(batch(kept.clone(), false), Some(&spare), &shared);
+        assert_eq!(progress(&shared).held, 10);
+        writer.write(batch("dropped".into(), true), Some(&spare), &shared);
+        let now = progress(&shared);
+        assert_eq!((now.written, now.held), (kept.len() as u64, 0));
+        assert_eq!(fs::read_to_string(&path).unwrap(), kept);
+    }
+
+    /// A writer on the caller's thread writes each batch whole, as it comes.
+    #[test]
+    fn a_writer_on_the_callers_thread_holds_nothing_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spill");
+        let mut writer = BatchWriter::new(File::create(&path).unwrap(), None);
+        let shared = (Mutex::default(), Condvar::new());
+        let text = "x".repeat(ALIGN as usize + 10);
+        writer.write(batch(text.clone(), false), None, &shared);
+        assert_eq!(progress(&shared).written, text.len() as u64);
+        assert_eq!(fs::metadata(&path).unwrap().len(), text.len() as u64);
     }
 }
