@@ -252,7 +252,7 @@ pub struct SpillFile {
     /// Newlines in `batch`.
     batch_newlines: u64,
     sink: Sink,
-    /// An emptied buffer the writer thread gave back, for the next batch.
+    /// Emptied buffers the writer thread gave back, for the next batches.
     spare: Spare,
     shared: Arc<(Mutex<Progress>, Condvar)>,
     /// Bytes handed to `write` so far.
@@ -387,9 +387,9 @@ impl SpillFile {
         self.take_spare()
     }
 
-    /// The buffer the writer gave back, if it has one, else an empty one.
+    /// A buffer the writer gave back, if it has one, else an empty one.
     fn take_spare(&self) -> String {
-        crate::sync::lock(&self.spare).take().unwrap_or_default()
+        crate::sync::lock(&self.spare).pop().unwrap_or_default()
     }
 
     /// Whether text written now goes nowhere: the file is closed and nobody scans.
@@ -805,11 +805,11 @@ mod tests {
         }
     }
 
-    /// Polls (at most 10 s) until `done` holds of the writer's spare buffer.
-    fn spare_becomes(spill: &SpillFile, done: impl Fn(Option<&String>) -> bool) -> bool {
+    /// Polls (at most 10 s) until `done` holds of the writer's spare buffers.
+    fn spare_becomes(spill: &SpillFile, done: impl Fn(&[String]) -> bool) -> bool {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while std::time::Instant::now() < deadline {
-            if done(crate::sync::lock(&spill.spare).as_ref()) {
+            if done(&crate::sync::lock(&spill.spare)) {
                 return true;
             }
             thread::sleep(std::time::Duration::from_millis(5));
@@ -826,7 +826,7 @@ mod tests {
         spill.flush();
         // Given back once written, for the next batch, and freed when none follows: a quiet
         // run holds no batch. (Whether it was seen in between depends on this thread's luck.)
-        assert!(spare_becomes(&spill, |s| s.is_none()));
+        assert!(spare_becomes(&spill, |s| s.is_empty()));
         // Output after the pause is written as before. (What `write_owned` returns now may be
         // this very batch's buffer, if the writer was quicker than this thread.)
         let _ = spill.write_owned("y".repeat(BATCH_BYTES), 0);

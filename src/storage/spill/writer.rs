@@ -129,12 +129,19 @@ pub(super) struct Batch {
     pub(super) scanner: Option<Arc<dyn TextReader>>,
 }
 
-/// One emptied buffer the writer gives back for the next batch, so that output in bulk does
-/// not cost an allocation (and the first touch of its pages) per batch; freed once the output
-/// has paused for [`QUIET`], so that a quiet run holds no batch at all.
-pub(super) type Spare = Arc<Mutex<Option<String>>>;
+/// Emptied buffers the writer gives back for the next batches (at most [`SPARES`]), so that
+/// output in bulk does not cost an allocation (and the first touch of its pages) per batch;
+/// freed once the output has paused for [`QUIET`], so that a quiet run holds no batch at all.
+pub(super) type Spare = Arc<Mutex<Vec<String>>>;
 
-/// How long the writer waits for a batch before it frees the spare buffer.
+/// Buffers kept for reuse at most. One was too few: where the sender did not wait for the
+/// queue, the writer had not yet given back the buffer the sender then needed, and one batch
+/// in eight of a 256 MiB `truncate` was sent in a new buffer, grown as it filled (the more so
+/// as the writer now keeps a batch's buffer until its held-back end is written, see
+/// [`super::aligned`]).
+const SPARES: usize = 2;
+
+/// How long the writer waits for a batch before it frees the spare buffers.
 const QUIET: Duration = Duration::from_millis(100);
 
 /// What the writer thread has done.
@@ -345,23 +352,23 @@ pub(super) fn write_batches(
     }
 }
 
-/// Keeps `text`, emptied, as the spare buffer, unless there is one already.
+/// Keeps `text`, emptied, as a spare buffer, unless there are enough already.
 fn give_back(spare: &Spare, mut text: String) {
     text.clear();
-    let mut slot = crate::sync::lock(spare);
-    if slot.is_none() {
-        *slot = Some(text);
+    let mut spares = crate::sync::lock(spare);
+    if spares.len() < SPARES {
+        spares.push(text);
     }
 }
 
-/// The next batch, or `None` once the queue has closed; frees the spare buffer when none
+/// The next batch, or `None` once the queue has closed; frees the spare buffers when none
 /// came for [`QUIET`].
 fn next_batch(batches: &Receiver<Batch>, spare: &Spare) -> Option<Batch> {
     match batches.recv_timeout(QUIET) {
         Ok(batch) => Some(batch),
         Err(RecvTimeoutError::Disconnected) => None,
         Err(RecvTimeoutError::Timeout) => {
-            drop(crate::sync::lock(spare).take());
+            drop(std::mem::take(&mut *crate::sync::lock(spare)));
             batches.recv().ok()
         }
     }
@@ -428,7 +435,7 @@ mod tests {
         assert_eq!((now.written, now.held), (expected.len() as u64, 0));
         assert_eq!(fs::read_to_string(&path).unwrap(), expected);
         assert!(
-            crate::sync::lock(&spare).is_some(),
+            !crate::sync::lock(&spare).is_empty(),
             "the held buffer was given back"
         );
     }
