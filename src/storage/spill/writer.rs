@@ -457,6 +457,18 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), kept);
     }
 
+    /// Emptied buffers are kept for the next batches, up to [`SPARES`] of them.
+    #[test]
+    fn a_few_emptied_buffers_are_kept_for_reuse_and_no_more() {
+        let spare = Spare::default();
+        for len in [10, 20, 30] {
+            give_back(&spare, "x".repeat(len));
+        }
+        let kept = crate::sync::lock(&spare);
+        assert_eq!(kept.len(), SPARES);
+        assert!(kept.iter().all(|b| b.is_empty() && b.capacity() >= 10));
+    }
+
     /// A writer on the caller's thread writes each batch whole, as it comes.
     #[test]
     fn a_writer_on_the_callers_thread_holds_nothing_back() {
