@@ -395,16 +395,22 @@ mod tests {
         crate::sync::lock(&shared.0).clone()
     }
 
+    /// A writer as the writer thread runs it, on `spill` in a new temporary directory.
+    fn thread_writer() -> (tempfile::TempDir, BatchWriter) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = BatchWriter::new(File::create(dir.path().join("spill")).unwrap(), None);
+        writer.aligns = true;
+        (dir, writer)
+    }
+
     /// A writer thread's batches of odd sizes, some of two-byte chars whose bytes an aligned
     /// boundary can split: each write ends on a boundary (or a char before it), the rest is
     /// held, the progress says exactly what is in the file and what is held, and once the
     /// writer would wait the file holds every byte in order.
     #[test]
     fn a_writer_thread_writes_up_to_aligned_boundaries_and_holds_the_rest() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, mut writer) = thread_writer();
         let path = dir.path().join("spill");
-        let mut writer = BatchWriter::new(File::create(&path).unwrap(), None);
-        writer.aligns = true;
         let (spare, shared) = (Spare::default(), (Mutex::default(), Condvar::new()));
         let mut expected = String::new();
         let mut held_some = false;
@@ -443,10 +449,8 @@ mod tests {
     /// Past the spill's cap the file takes no more text, but what was held goes in first.
     #[test]
     fn what_is_held_goes_in_before_a_batch_only_scanned() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, mut writer) = thread_writer();
         let path = dir.path().join("spill");
-        let mut writer = BatchWriter::new(File::create(&path).unwrap(), None);
-        writer.aligns = true;
         let (spare, shared) = (Spare::default(), (Mutex::default(), Condvar::new()));
         let kept = "k".repeat(ALIGN as usize + 10);
         writer.write(batch(kept.clone(), false), Some(&spare), &shared);
