@@ -120,7 +120,7 @@ impl SharedScanner {
                 self.0.shapes_wanted.store(false, Ordering::Relaxed);
             }
         }
-        s.outline.write(text, &s.lines);
+        s.outline.write(text, newlines, &s.lines);
         s.lines.clear();
     }
 

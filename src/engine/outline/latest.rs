@@ -54,7 +54,7 @@ impl Outline {
     /// piece must be outlined whole: the head store is not full yet, the piece is not much
     /// longer than a preview shows, no line near its end starts a run, its latest segments
     /// fall short of the limits, or an attempt fell short a few pieces before.
-    pub(super) fn write_latest(&mut self, text: &str, candidates: &[usize]) -> bool {
+    pub(super) fn write_latest(&mut self, text: &str, newlines: u64, candidates: &[usize]) -> bool {
         if !self.head_full || self.latest.wait > 0 {
             self.latest.wait = self.latest.wait.saturating_sub(1);
             return false;
@@ -63,7 +63,8 @@ impl Outline {
             return false;
         };
         let before = self.set_aside();
-        let lines = count(&text.as_bytes()[..from]);
+        // The lines skipped, from the piece's count: the latest lines are the shorter side.
+        let lines = newlines - count(&text.as_bytes()[from..]);
         self.ended += lines;
         let skipped = candidates.partition_point(|&c| c < from);
         let mut shifted = std::mem::take(&mut self.latest.candidates);

@@ -215,11 +215,12 @@ impl Outline {
         }
     }
 
-    /// Takes the next piece of output; `candidates` are where the lines in it that the
-    /// highlighter counted start (in increasing order; 0 also stands for a line that began in
-    /// an earlier piece), so each segment knows how many it covers.
-    pub fn write(&mut self, text: &str, candidates: &[usize]) {
-        if !self.write_latest(text, candidates) {
+    /// Takes the next piece of output, which holds `newlines` newlines; `candidates` are
+    /// where the lines in it that the highlighter counted start (in increasing order; 0 also
+    /// stands for a line that began in an earlier piece), so each segment knows how many it
+    /// covers.
+    pub fn write(&mut self, text: &str, newlines: u64, candidates: &[usize]) {
+        if !self.write_latest(text, newlines, candidates) {
             self.write_whole(text, candidates);
         }
     }
@@ -475,7 +476,7 @@ mod tests {
 
     fn outline(text: &str, max_lines: usize, max_bytes: usize) -> OutlineView {
         let mut o = Outline::new(max_lines, max_bytes);
-        o.write(text, &[]);
+        o.write(text, tail::count(text.as_bytes()), &[]);
         o.view(false)
     }
 
@@ -634,7 +635,8 @@ mod tests {
             while at < text.len() {
                 let end = cut(&text[at..], chunk).len().max(1);
                 let end = (at + end..=text.len()).find(|&e| text.is_char_boundary(e)).unwrap();
-                o.write(&text[at..end], &[]);
+                let piece = &text[at..end];
+                o.write(piece, tail::count(piece.as_bytes()), &[]);
                 at = end;
             }
             let v = o.view(false);
@@ -715,7 +717,7 @@ mod tests {
         let mut at = 0;
         for (&end, &expected) in ends.iter().zip(latest) {
             let piece = &text[at..end];
-            let taken = o.write_latest(piece, &[]);
+            let taken = o.write_latest(piece, tail::count(piece.as_bytes()), &[]);
             assert_eq!(taken, expected, "the piece ending at {end}");
             if !taken {
                 o.write_whole(piece, &[]);
@@ -788,6 +790,7 @@ mod tests {
         for (at, end) in pieces(text, chunks) {
             o.write(
                 &text[at..end],
+                tail::count(&text.as_bytes()[at..end]),
                 &candidate_starts(text, at, end, is_candidate),
             );
             let open_line = text[..end].matches('\n').count() as u64 + 1;
@@ -933,7 +936,7 @@ mod tests {
         let no = |_: u64| false;
         for (max_lines, max_bytes) in [(50, 1000), (100_000, 1_000_000), (3, 100_000)] {
             let mut o = Outline::new(max_lines, max_bytes);
-            o.write(&text, &[]);
+            o.write(&text, tail::count(text.as_bytes()), &[]);
             assert_eq!(o.view(false), reference(&text, max_lines, max_bytes, no));
         }
     }
