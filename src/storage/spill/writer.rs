@@ -209,7 +209,7 @@ impl BatchWriter {
     /// Where to stop writing `text` so that the write ends on an aligned boundary, when this
     /// writer aligns its writes and one falls within `text`.
     fn cut(&self, text: &str) -> Option<usize> {
-        if !self.aligns || self.file.is_none() {
+        if !self.aligns {
             return None;
         }
         let before = self.held.as_ref().map_or(0, |held| held.rest().len());
@@ -301,13 +301,15 @@ impl BatchWriter {
         let free = match cut {
             Some(cut) if matches!(result, Some(Ok(_))) => {
                 self.held = Some(Held::new(text, cut));
-                written_held
+                None
             }
             _ => Some(text),
         };
-        // Given back before the progress is told: a flush that returns finds it there.
-        if let (Some(spare), Some(free)) = (spare, free) {
-            give_back(spare, free);
+        // Given back before the progress is told: a flush that returns finds them there.
+        if let Some(spare) = spare {
+            for buffer in [written_held, free].into_iter().flatten() {
+                give_back(spare, buffer);
+            }
         }
         self.report(shared, len, result);
     }
@@ -317,9 +319,7 @@ impl Drop for BatchWriter {
     fn drop(&mut self) {
         // The writer thread writes what it holds before it waits or ends; this is for a
         // writer that ends some other way.
-        if self.held.is_some() {
-            let _ = self.write_after_held("");
-        }
+        let _ = self.write_after_held("");
         if let Some(file) = &self.file {
             self.ahead.release(file, self.in_file);
         }
