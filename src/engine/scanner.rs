@@ -10,7 +10,7 @@
 //! (it would only wait for the queue), and else leaves them to the writer, so whichever
 //! thread has the time does that work.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::highlight::{CandidateLines, Findings, Highlighter, LineShapes, Patterns};
@@ -40,9 +40,11 @@ struct Shared {
     patterns: Option<Patterns>,
     /// Bytes of the pieces [`SharedScanner::found_in`] was given: where the next one starts.
     found_to: AtomicU64,
-    /// Whether lines' shapes are still wanted ([`Highlighter::wants_shapes`] as the scan last
-    /// left it): a piece prepared after it turns false is not shaped for nothing.
-    shapes_wanted: AtomicBool,
+    /// The byte of output before which lines' shapes are still wanted
+    /// ([`Highlighter::shapes_before`] as the scan last left it): a piece prepared ahead of
+    /// the scan is not shaped for nothing past it (on 256 MiB of a log with no crowd of alike
+    /// lines, the pieces in flight when the scan found none took 12 M instructions of shapes).
+    shapes_before: AtomicU64,
 }
 
 /// What was found in a piece before it is scanned (on the capture's thread, or on the writer's
@@ -57,8 +59,10 @@ impl SharedScanner {
     /// A scanner for previews of at most `max_lines` lines and `max_bytes` bytes, looking for
     /// highlights with `patterns` (`None`: none).
     pub fn new(patterns: Option<Patterns>, max_lines: usize, max_bytes: usize) -> SharedScanner {
+        let highlighter = patterns.clone().map(Highlighter::new);
+        let shapes_before = highlighter.as_ref().map_or(0, Highlighter::shapes_before);
         let scanner = Scanner {
-            highlighter: patterns.clone().map(Highlighter::new),
+            highlighter,
             outline: Outline::new(max_lines, max_bytes),
             lines: Vec::new(),
             last_is_candidate: false,
@@ -67,7 +71,7 @@ impl SharedScanner {
             scanner: Mutex::new(scanner),
             patterns,
             found_to: AtomicU64::new(0),
-            shapes_wanted: AtomicBool::new(true),
+            shapes_before: AtomicU64::new(shapes_before),
         }))
     }
 
@@ -93,10 +97,10 @@ impl SharedScanner {
     /// What [`SharedScanner::found_in`] finds in `text`, the piece `piece` says where it sits.
     fn find(&self, piece: Piece, text: &str) -> Option<Found> {
         let patterns = self.0.patterns.as_ref()?;
-        let wanted = self.0.shapes_wanted.load(Ordering::Relaxed);
+        let before = self.0.shapes_before.load(Ordering::Relaxed);
         Some(Found {
             lines: patterns.candidate_lines(text),
-            shapes: wanted.then(|| LineShapes::of(text, piece.at)).flatten(),
+            shapes: LineShapes::of(text, piece.at, before),
         })
     }
 
@@ -116,9 +120,9 @@ impl SharedScanner {
                 None => h.write(text, newlines),
             }
             h.take_found(&mut s.lines);
-            if !h.wants_shapes() {
-                self.0.shapes_wanted.store(false, Ordering::Relaxed);
-            }
+            self.0
+                .shapes_before
+                .store(h.shapes_before(), Ordering::Relaxed);
         }
         s.outline.write(text, newlines, &s.lines);
         s.lines.clear();
@@ -239,6 +243,31 @@ mod tests {
             }
         }
         assert!(!shaped(&scanner));
+    }
+
+    #[test]
+    fn pieces_past_the_check_for_a_crowd_are_shaped_ahead_once_it_found_one() {
+        let scanner = SharedScanner::new(Some(Patterns::defaults()), 12, 600);
+        let line = "the same line of a crowd, again and again\n";
+        let first = line.repeat((3 << 20) / line.len() / 2);
+        let ahead = scanner.found_in(&first).expect("highlights are on");
+        assert!(
+            ahead.shapes.is_some(),
+            "the first piece starts before the check"
+        );
+        // Found before the scan reached the check for a crowd: left to the scan.
+        let next = scanner.found_in(line).expect("highlights are on");
+        assert!(next.shapes.is_none());
+        scanner.write_found(&first, count_newlines(&first), Some(&ahead));
+        scanner.write_found(line, 1, Some(&next));
+        // The scan found a crowd: shapes are counted on, and found ahead again.
+        assert!(
+            scanner
+                .found_in(line)
+                .expect("highlights are on")
+                .shapes
+                .is_some()
+        );
     }
 
     fn line() -> impl Strategy<Value = String> {

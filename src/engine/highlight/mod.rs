@@ -222,10 +222,13 @@ impl Highlighter {
         self.extend_carry(&rest[complete..]);
     }
 
-    /// Whether the [`LineShapes`] of the pieces to come are still of use: lines' shapes are
-    /// counted over an output's first MiBs, past its first only among a crowd of alike lines.
-    pub fn wants_shapes(&self) -> bool {
-        self.surprise.counts_shapes()
+    /// The byte of output before which the [`LineShapes`] of the pieces to come may still be
+    /// of use (0: none are): lines' shapes are counted over an output's first MiBs, past its
+    /// first only among a crowd of alike lines, which is known only once the scan reaches it.
+    /// A piece found ahead of the scan is shaped only this far ([`LineShapes::of`]); the scan
+    /// shapes the rest itself if it still counts them.
+    pub fn shapes_before(&self) -> u64 {
+        self.surprise.shapes_before()
     }
 
     /// Ends the stream: a last line without a newline is a line. Returns whether it is a

@@ -59,20 +59,25 @@ const CROWD_SHARE: u64 = 16;
 pub struct LineShapes(Vec<u64>);
 
 impl LineShapes {
-    /// The shapes of `text`'s lines, or `None` once `at` (the bytes of output before `text`) is
-    /// past [`MAX_BYTES`], where they are no longer counted.
-    pub fn of(text: &str, at: u64) -> Option<LineShapes> {
-        if at >= MAX_BYTES {
+    /// The shapes of those lines of `text` that start before byte `before` of the output
+    /// (`at`: the bytes of output before `text`), or `None` when the first does not: the
+    /// shapes a scan would count, as far as [`Highlighter::shapes_before`] knows.
+    ///
+    /// [`Highlighter::shapes_before`]: super::Highlighter::shapes_before
+    pub fn of(text: &str, at: u64, before: u64) -> Option<LineShapes> {
+        if at >= before.min(MAX_BYTES) {
             return None;
         }
+        let wanted = usize::try_from(before - at).unwrap_or(usize::MAX);
+        let mut shapes = Vec::new();
         let mut start = 0;
-        let shapes = memchr::memchr_iter(b'\n', text.as_bytes())
-            .map(|end| {
-                let shape = shape_of(&text[start..end]);
-                start = end + 1;
-                shape
-            })
-            .collect();
+        for end in memchr::memchr_iter(b'\n', text.as_bytes()) {
+            if start >= wanted {
+                break;
+            }
+            shapes.push(shape_of(&text[start..end]));
+            start = end + 1;
+        }
         Some(LineShapes(shapes))
     }
 }
@@ -166,6 +171,19 @@ impl Surprise {
     /// wanted only while this holds.
     pub(super) fn counts_shapes(&self) -> bool {
         self.taken < MAX_BYTES && self.crowd != Crowd::None
+    }
+
+    /// The byte of output before which lines' shapes may still be counted, as far as the
+    /// output read so far tells: up to the check for a crowd until it is made, then up to
+    /// [`MAX_BYTES`] in a crowd, and else nowhere.
+    pub(super) fn shapes_before(&self) -> u64 {
+        if !self.counts_shapes() {
+            0
+        } else if self.crowd == Crowd::NotYet {
+            CROWD_AFTER
+        } else {
+            MAX_BYTES
+        }
     }
 
     /// Takes the next piece of output. `carry` is the start of the line in progress before
@@ -463,21 +481,34 @@ mod tests {
 
     /// The needles of `text` fed in pieces of `size` bytes (at char boundaries).
     fn needles(text: &str, size: usize) -> Vec<Candidate> {
-        needles_given(text, size, false)
+        needles_given(text, size, 0)
     }
 
-    /// [`needles`], with each piece's [`LineShapes`] worked out apart and given when `given`.
-    fn needles_given(text: &str, size: usize, given: bool) -> Vec<Candidate> {
+    /// [`needles`], with each piece's [`LineShapes`] worked out apart and given for the lines
+    /// that start before byte `before` of the output.
+    fn needles_given(text: &str, size: usize, before: u64) -> Vec<Candidate> {
         let patterns = Patterns::defaults();
         let mut h = Highlighter::new(patterns.clone());
         for (at, end) in pieces(text, &[size]) {
             let piece = &text[at..end];
-            let shapes = LineShapes::of(piece, at as u64).filter(|_| given);
+            let shapes = LineShapes::of(piece, at as u64, before);
             let lines = patterns.candidate_lines(piece);
             h.write_lines(piece, count_newlines(piece), &lines, shapes.as_ref());
         }
         h.finish();
         h.surprise.needles()
+    }
+
+    #[test]
+    fn a_piece_is_shaped_for_the_lines_that_start_before_the_byte_given() {
+        let text = "one\ntwo\nthree\n";
+        let shapes = |at, before| LineShapes::of(text, at, before).map(|s| s.0.len());
+        assert_eq!(shapes(0, u64::MAX), Some(3));
+        assert_eq!(shapes(0, 4), Some(1));
+        assert_eq!(shapes(0, 5), Some(2));
+        assert_eq!(shapes(100, 105), Some(2));
+        assert_eq!(shapes(100, 100), None);
+        assert_eq!(shapes(MAX_BYTES, u64::MAX), None, "past the cap, none");
     }
 
     fn tap(failing: usize, total: usize) -> String {
@@ -705,6 +736,7 @@ mod tests {
             lines in proptest::collection::vec(line(), 0..600),
             size in 1usize..5000,
             newline_at_end in proptest::bool::ANY,
+            given_before in 0u64..20_000,
         ) {
             let mut text = lines.join("\n");
             if newline_at_end && !text.is_empty() {
@@ -730,10 +762,10 @@ mod tests {
                 found.iter().map(|c| (c.line, c.text.clone(), c.before.clone(), c.after.clone())).collect()
             };
             // Cut anywhere, with the lines' shapes worked out apart (as the capture's thread
-            // does) or by the highlighter itself.
-            for given in [false, true] {
-                let cut = needles_given(&text, size, given);
-                proptest::prop_assert_eq!(facts(&cut), facts(&whole), "given {}", given);
+            // does) up to any byte, the rest by the highlighter itself.
+            for before in [0, given_before, u64::MAX] {
+                let cut = needles_given(&text, size, before);
+                proptest::prop_assert_eq!(facts(&cut), facts(&whole), "given before {}", before);
             }
         }
     }
