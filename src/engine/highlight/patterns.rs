@@ -562,5 +562,34 @@ mod tests {
             let whole = has_log_level(&line) || p.compiled().any().is_match(&line);
             proptest::prop_assert_eq!(p.is_match(&line), whole, "{:?}", line);
         }
+
+        /// The candidate lines of a text, found by one search through it, are its complete
+        /// lines that are candidates on their own, each with where its first literal starts:
+        /// no literal spans lines, and the search takes each line once.
+        #[test]
+        fn candidate_lines_are_the_lines_that_are_candidates_alone(
+            lines in proptest::collection::vec(prefixed_line(), 0..12),
+            last in prefixed_line(),
+            user in proptest::bool::ANY,
+        ) {
+            let p = if user {
+                Patterns::new(&["boom|F[A-Z]+".to_string()]).expect("valid")
+            } else {
+                Patterns::defaults()
+            };
+            let text: String = lines.iter().map(|l| format!("{l}\n")).chain([last]).collect();
+            let mut alone = Vec::new();
+            let mut start = 0;
+            for line in &lines {
+                let end = start + line.len();
+                if let Some((0, hit)) = p.next_candidate(&format!("{line}\n"), None) {
+                    alone.push((start, end, start + hit));
+                }
+                start = end + 1;
+            }
+            let found: Vec<_> =
+                p.candidate_lines(&text).0.iter().map(|l| (l.start, l.end, l.hit)).collect();
+            proptest::prop_assert_eq!(found, alone, "{:?}", text);
+        }
     }
 }
