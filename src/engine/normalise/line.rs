@@ -183,6 +183,12 @@ impl Line {
                 // a copy, where a replaced range is refilled a byte at a time.
                 self.text.truncate(self.at);
                 self.text.push_str(head);
+            } else if end - self.at == head.len() {
+                // As long as what it overwrites (a redraw in ASCII of a line in ASCII, nearly
+                // always): copied over it in place.
+                // SAFETY: `at..end` starts and ends at char boundaries and `head` (UTF-8) is
+                // as long, so the text stays UTF-8.
+                unsafe { self.text.as_bytes_mut()[self.at..end].copy_from_slice(head.as_bytes()) };
             } else {
                 self.text.replace_range(self.at..end, head);
             }

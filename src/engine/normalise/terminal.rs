@@ -14,7 +14,7 @@ const OSC_BUFFER_LIMIT: usize = 4096;
 /// Most bytes handed to vte at once inside a sequence (the search for the next ESC stops here).
 const SEQ_WINDOW: usize = 64;
 
-const ESC: u8 = 0x1B;
+pub(super) const ESC: u8 = 0x1B;
 
 /// What the loop knows about vte's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
