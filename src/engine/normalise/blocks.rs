@@ -183,10 +183,9 @@ unsafe fn plain_line_blocks_avx2<const CRLF: bool>(
     out.reserve(bytes.len() - start);
     let base = out.len();
     let room = out.spare_capacity_mut().as_mut_ptr().cast::<u8>();
-    let (newline, cr, esc, nibble) = (
+    let (newline, cr, nibble) = (
         _mm256_set1_epi8(b'\n' as i8),
         _mm256_set1_epi8(b'\r' as i8),
-        _mm256_set1_epi8(ESC as i8),
         _mm256_set1_epi8(0x0F),
     );
     let (zero, ones) = (_mm256_setzero_si256(), _mm256_set1_epi8(-1));
@@ -220,75 +219,64 @@ unsafe fn plain_line_blocks_avx2<const CRLF: bool>(
         u64::from(_mm256_movemask_epi8(lo) as u32)
             | u64::from(_mm256_movemask_epi8(hi) as u32) << 32
     };
+    let is_stop = |v: __m256i| _mm256_xor_si256(_mm256_cmpeq_epi8(v, zero), ones);
     let mut taken = Taken::new(start);
     let mut pos = start;
-    let stuck = loop {
-        if pos + WINDOW > bytes.len() {
-            break pos + WINDOW;
-        }
-        let src = bytes[pos..pos + WINDOW].as_ptr();
-        // SAFETY: `src` has WINDOW readable bytes, and each load is within them (the
-        // stores' loads too: `at <= BLOCK`); `loadu` needs no alignment.
-        let load = |at: usize| unsafe { _mm256_loadu_si256(src.add(at).cast()) };
-        let (lo, hi) = (load(0), load(32));
-        let (lf_lo, crlf_lo, others_lo) = classify(lo, load(1));
-        let (lf_hi, crlf_hi, others_hi) = classify(hi, load(33));
-        let others = _mm256_or_si256(others_lo, others_hi);
-        // The bytes of the block's escapes, and how far past the block the last one reaches.
-        let (mut escapes, mut past) = (0, 0);
-        if _mm256_testz_si256(others, others) == 0 {
-            let is_stop = |v: __m256i| _mm256_xor_si256(_mm256_cmpeq_epi8(v, zero), ones);
-            let stops = bits(is_stop(others_lo), is_stop(others_hi));
-            let esc_at = bits(_mm256_cmpeq_epi8(lo, esc), _mm256_cmpeq_epi8(hi, esc));
-            match inert_escapes(bytes, pos, stops, esc_at) {
-                Some(found) => (escapes, past) = found,
-                None => break pos + BLOCK,
+    let stuck = 'pass: loop {
+        // The blocks without a stop: this loop calls nothing, so its constants stay in
+        // registers (with the call below in it, four were loaded again for each block).
+        let (stops, lf, crlf) = loop {
+            if pos + WINDOW > bytes.len() {
+                break 'pass pos + WINDOW;
             }
-        }
-        let (lf, crlf) = (bits(lf_lo, lf_hi), bits(crlf_lo, crlf_hi));
-        let dropped_bytes = crlf | escapes;
-        // SAFETY: `dst` is `written` bytes into `room`, and each store below ends within
-        // 2 * BLOCK bytes of `dst`, inside the capacity reserved above; `storeu` needs no
-        // alignment.
-        unsafe {
-            let dst = room.add(taken.written);
-            _mm256_storeu_si256(dst.cast(), lo);
-            _mm256_storeu_si256(dst.add(32).cast(), hi);
-            let (mut left, mut dropped) = (crlf, 0);
-            if escapes != 0 {
-                // Runs of bytes to drop, each of its bytes after it stored again that many
-                // places further left: a run ends within the block, so the loads stay within
-                // WINDOW.
-                left = dropped_bytes;
+            let src = bytes[pos..pos + WINDOW].as_ptr();
+            // SAFETY: `src` has WINDOW readable bytes, and each load is within them (the
+            // stores' loads too: `at <= BLOCK`); `loadu` needs no alignment.
+            let load = |at: usize| unsafe { _mm256_loadu_si256(src.add(at).cast()) };
+            let (lo, hi) = (load(0), load(32));
+            let (lf_lo, crlf_lo, others_lo) = classify(lo, load(1));
+            let (lf_hi, crlf_hi, others_hi) = classify(hi, load(33));
+            let others = _mm256_or_si256(others_lo, others_hi);
+            let (lf, crlf) = (bits(lf_lo, lf_hi), bits(crlf_lo, crlf_hi));
+            if _mm256_testz_si256(others, others) == 0 {
+                break (bits(is_stop(others_lo), is_stop(others_hi)), lf, crlf);
+            }
+            // SAFETY: `dst` is `written` bytes into `room`, and each store below ends within
+            // 2 * BLOCK bytes of `dst`, inside the capacity reserved above; `storeu` needs no
+            // alignment.
+            unsafe {
+                let dst = room.add(taken.written);
+                _mm256_storeu_si256(dst.cast(), lo);
+                _mm256_storeu_si256(dst.add(32).cast(), hi);
+                let (mut left, mut dropped) = (crlf, 0);
+                if CRLF {
+                    // With no `\r`, `at` is 64 and the stores land past the block's output, in
+                    // the slack.
+                    let at = crlf.trailing_zeros() as usize;
+                    _mm256_storeu_si256(dst.add(at).cast(), load(at + 1));
+                    _mm256_storeu_si256(dst.add(at + 32).cast(), load(at + 33));
+                    (left, dropped) = (crlf & crlf.wrapping_sub(1), 1);
+                }
                 while left != 0 {
                     let at = left.trailing_zeros() as usize;
-                    let run = (left >> at).trailing_ones() as usize;
-                    left &= u64::MAX.checked_shl((at + run) as u32).unwrap_or(0);
+                    left &= left - 1;
                     let to = dst.add(at - dropped);
-                    let (a, b) = (load(at + run), load(at + run + 32));
+                    let (a, b) = (load(at + 1), load(at + 33));
                     _mm256_storeu_si256(to.cast(), a);
                     _mm256_storeu_si256(to.add(32).cast(), b);
-                    dropped += run;
+                    dropped += 1;
                 }
-            } else if CRLF {
-                // With no `\r`, `at` is 64 and the stores land past the block's output, in
-                // the slack.
-                let at = crlf.trailing_zeros() as usize;
-                _mm256_storeu_si256(dst.add(at).cast(), load(at + 1));
-                _mm256_storeu_si256(dst.add(at + 32).cast(), load(at + 33));
-                (left, dropped) = (crlf & crlf.wrapping_sub(1), 1);
             }
-            while left != 0 {
-                let at = left.trailing_zeros() as usize;
-                left &= left - 1;
-                let to = dst.add(at - dropped);
-                let (a, b) = (load(at + 1), load(at + 33));
-                _mm256_storeu_si256(to.cast(), a);
-                _mm256_storeu_si256(to.add(32).cast(), b);
-                dropped += 1;
-            }
-        }
-        taken.block(pos, lf, dropped_bytes);
+            taken.block(pos, lf, crlf);
+            pos += BLOCK;
+        };
+        // A block with stops is taken if each is an escape to drop.
+        // SAFETY: as for the stores above; the CPU has AVX2 (this function's contract).
+        let escapes = unsafe { escape_block(bytes, pos, stops, crlf, room.add(taken.written)) };
+        let Some((dropped, past)) = escapes else {
+            break pos + BLOCK;
+        };
+        taken.block(pos, lf, dropped);
         pos += BLOCK + past;
     };
     // SAFETY: the first `done_out` bytes of `room` were written above (and `base + done_out`
@@ -297,13 +285,68 @@ unsafe fn plain_line_blocks_avx2<const CRLF: bool>(
     taken.blocks(stuck)
 }
 
+/// Takes the block at `pos`, with stops `stops` and the `\r` of each `\r\n` in `crlf`, when
+/// each stop is an escape to drop ([`inert_escapes`]): stores it at `dst` as the AVX2 pass
+/// does, each run of bytes to drop (an escape, a `\r`) followed by the bytes after it stored
+/// again that many places further left. Returns the bytes dropped, as bits, and how many
+/// bytes past the block its last escape reaches; `None`, with nothing stored, when the
+/// block cannot be taken.
+///
+/// # Safety
+/// The CPU must have AVX2, POPCNT, LZCNT and BMI1; `bytes` must have [`WINDOW`] bytes from
+/// `pos`, and `dst` room for `2 * BLOCK`.
+#[cfg(target_arch = "x86_64")]
+#[cold]
+#[target_feature(enable = "avx2,popcnt,lzcnt,bmi1")]
+unsafe fn escape_block(
+    bytes: &[u8],
+    pos: usize,
+    stops: u64,
+    crlf: u64,
+    dst: *mut u8,
+) -> Option<(u64, usize)> {
+    use std::arch::x86_64::{
+        _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
+        _mm256_storeu_si256,
+    };
+    let src = bytes[pos..pos + WINDOW].as_ptr();
+    // SAFETY: `src` has WINDOW readable bytes, and each load is within them: a run to drop
+    // ends within the block, so `at <= BLOCK`.
+    let load = |at: usize| unsafe { _mm256_loadu_si256(src.add(at).cast()) };
+    let is_esc = |at: usize| {
+        let v = _mm256_cmpeq_epi8(load(at), _mm256_set1_epi8(ESC as i8));
+        u64::from(_mm256_movemask_epi8(v) as u32)
+    };
+    let esc = is_esc(0) | is_esc(32) << 32;
+    let (escapes, past) = inert_escapes(bytes, pos, stops, esc)?;
+    let dropped = crlf | escapes;
+    let (mut left, mut gone) = (dropped, 0);
+    // SAFETY: each store ends within 2 * BLOCK bytes of `dst` (the caller's room); `storeu`
+    // needs no alignment.
+    unsafe {
+        _mm256_storeu_si256(dst.cast(), load(0));
+        _mm256_storeu_si256(dst.add(32).cast(), load(32));
+        while left != 0 {
+            let at = left.trailing_zeros() as usize;
+            let run = (left >> at).trailing_ones() as usize;
+            left &= u64::MAX.checked_shl((at + run) as u32).unwrap_or(0);
+            let to = dst.add(at - gone);
+            let (a, b) = (load(at + run), load(at + run + 32));
+            _mm256_storeu_si256(to.cast(), a);
+            _mm256_storeu_si256(to.add(32).cast(), b);
+            gone += run;
+        }
+    }
+    Some((dropped, past))
+}
+
 /// The bytes of the block at `pos` that its escapes take, as bits (the block's first byte
 /// the lowest), and how many bytes past the block the last one reaches, when each of its
 /// stops (`stops`) is the ESC (`esc`) of a whole escape that changes nothing on the line
 /// ([`inert_csi_len`]: a colour, mostly). The stops' walk drops those too, but a line at a
 /// time: with them dropped here, the normalise bench's coloured log (one line in twenty has
-/// two) took 8-9 % less time (medians of 15 rounds, `cargo bench --bench normalise`). `None`
-/// for any other stop, or an escape the text cuts short.
+/// two) took 19-22 % less time (medians of 15 rounds, three runs in turn with the walk's, `cargo
+/// bench --bench normalise`). `None` for any other stop, or an escape the text cuts short.
 fn inert_escapes(bytes: &[u8], pos: usize, stops: u64, esc: u64) -> Option<(u64, usize)> {
     if stops & !esc != 0 {
         return None;
