@@ -508,3 +508,39 @@ fn omitted_errors(p: &spillway::protocol::Preview, spill: &str) -> (u64, u64) {
         .count() as u64;
     (said, so)
 }
+
+/// An open defect, found by `engine_invariants` (its shrunk case): a preview of the tail that
+/// ends in a folded run of similar lines shows that run and nothing before it, though the line
+/// before it fits. The preview fills 79-80 % of its byte budget and a tenth of its line budget,
+/// so the property test fails only when the spill's path (in the notice, twice) is short
+/// enough: with the temporary directory `/tmp`, for one.
+#[test]
+#[ignore = "open defect: a tail preview ending in a folded similar run leaves the room before it unused"]
+fn a_tail_preview_ending_in_a_similar_run_uses_the_room_before_it() {
+    let error = "\nerror[E0308]: mismatched types\n  --> src/a.rs:1:2\n";
+    let mut input = error.repeat(3);
+    input.push_str("\r\n\r\n0aaa0a0 a00a00a aaa0a   0aaaa 0a0a");
+    input.push_str(error);
+    input.push_str(" 0 a0a0aaa0");
+    input.push_str(&error.repeat(2));
+    input.push_str("\nmake: *** [all] Error 2\n\nFAILED tests/x.py::t - AssertionError\n");
+    input.push_str(" a000aa 0  a0aaaaaaa 000 a0a  a a0 aa00a0  0a");
+    input.extend((0..22).map(|i| format!("Downloading step {i} of 22\n")));
+    let case = EngineCase {
+        input: input.as_bytes(),
+        cuts: Vec::new(),
+        opts: NormaliseOptions::default(),
+        limits: Limits::new(30, 780).unwrap(),
+        direction: Direction::Tail,
+        highlights: true,
+        max_tokens: None,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let shown = crate::invariants::run(&case, &[], tmp.path()).preview.shown;
+    // Line 25 (69 bytes) fits beside the notice and the fold: the preview is some 620 of the
+    // 780 bytes and 9 of the 30 lines.
+    assert!(
+        shown.iter().any(|r| r.first <= 25 && 25 <= r.last),
+        "shown: {shown:?}"
+    );
+}
