@@ -15,7 +15,10 @@
 //! the stops.
 
 use super::simd::Level;
-use super::terminal::{ESC, inert_csi_len};
+#[cfg(target_arch = "x86_64")]
+use super::terminal::ESC;
+#[cfg(any(target_arch = "x86_64", test))]
+use super::terminal::inert_csi_len;
 
 /// Bytes taken per step.
 const BLOCK: usize = 64;
@@ -347,6 +350,7 @@ unsafe fn escape_block(
 /// time: with them dropped here, the normalise bench's coloured log (one line in twenty has
 /// two) took 19-22 % less time (medians of 15 rounds, three runs in turn with the walk's, `cargo
 /// bench --bench normalise`). `None` for any other stop, or an escape the text cuts short.
+#[cfg(target_arch = "x86_64")]
 fn inert_escapes(bytes: &[u8], pos: usize, stops: u64, esc: u64) -> Option<(u64, usize)> {
     if stops & !esc != 0 {
         return None;
