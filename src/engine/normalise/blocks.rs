@@ -175,7 +175,7 @@ unsafe fn plain_line_blocks_avx2<const CRLF: bool>(
         __m256i, _mm256_and_si256, _mm256_andnot_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256,
         _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8, _mm256_setr_epi8,
         _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_srli_epi16, _mm256_storeu_si256,
-        _mm256_testz_si256, _mm256_xor_si256,
+        _mm256_testz_si256,
     };
     if bytes.len() - start < WINDOW {
         return Taken::new(start).blocks(start + WINDOW);
@@ -191,7 +191,7 @@ unsafe fn plain_line_blocks_avx2<const CRLF: bool>(
         _mm256_set1_epi8(b'\r' as i8),
         _mm256_set1_epi8(0x0F),
     );
-    let (zero, ones) = (_mm256_setzero_si256(), _mm256_set1_epi8(-1));
+    let zero = _mm256_setzero_si256();
     // A byte is a stop, `\n` and `\r` aside, when the bits its high nibble picks from `HIGH`
     // and its low nibble from `LOW` meet: bit 0 for 0x00..=0x0F but tab, `\n` and `\r`, bit 1
     // for 0x10..=0x1F, bit 2 for DEL, bit 3 for `C2`.
@@ -222,7 +222,6 @@ unsafe fn plain_line_blocks_avx2<const CRLF: bool>(
         u64::from(_mm256_movemask_epi8(lo) as u32)
             | u64::from(_mm256_movemask_epi8(hi) as u32) << 32
     };
-    let is_stop = |v: __m256i| _mm256_xor_si256(_mm256_cmpeq_epi8(v, zero), ones);
     let mut taken = Taken::new(start);
     let mut pos = start;
     let stuck = 'pass: loop {
@@ -242,7 +241,11 @@ unsafe fn plain_line_blocks_avx2<const CRLF: bool>(
             let others = _mm256_or_si256(others_lo, others_hi);
             let (lf, crlf) = (bits(lf_lo, lf_hi), bits(crlf_lo, crlf_hi));
             if _mm256_testz_si256(others, others) == 0 {
-                break (bits(is_stop(others_lo), is_stop(others_hi)), lf, crlf);
+                let plain = bits(
+                    _mm256_cmpeq_epi8(others_lo, zero),
+                    _mm256_cmpeq_epi8(others_hi, zero),
+                );
+                break (!plain, lf, crlf);
             }
             // SAFETY: `dst` is `written` bytes into `room`, and each store below ends within
             // 2 * BLOCK bytes of `dst`, inside the capacity reserved above; `storeu` needs no
