@@ -14,6 +14,8 @@ mod kind;
 mod patterns;
 mod prefilter;
 mod surprise;
+#[cfg(target_arch = "x86_64")]
+mod teddy;
 
 use std::collections::VecDeque;
 

@@ -341,15 +341,16 @@ impl Patterns {
         let mut lines = Vec::new();
         let mut after = None;
         while let Some((start, hit)) = self.next_candidate(text, after) {
-            let Some(len) = memchr::memchr(b'\n', &text.as_bytes()[start..]) else {
+            // From the hit on: no literal holds a newline but at its start, before the hit.
+            let Some(len) = memchr::memchr(b'\n', &text.as_bytes()[hit..]) else {
                 break;
             };
             lines.push(CandidateLine {
                 start,
-                end: start + len,
+                end: hit + len,
                 hit,
             });
-            after = Some(start + len);
+            after = Some(hit + len);
         }
         CandidateLines(lines)
     }

@@ -14,6 +14,11 @@
 
 use aho_corasick::{AhoCorasick, MatchKind, Span, packed};
 
+#[cfg(target_arch = "x86_64")]
+use super::teddy::Teddy;
+#[cfg(target_arch = "x86_64")]
+use crate::engine::normalise::Level;
+
 /// Buckets in a slim Teddy search.
 const SLIM: usize = 8;
 
@@ -31,7 +36,7 @@ const SLIM: usize = 8;
 /// low nibbles (`error`, `Error`, `ERROR`) must share a bucket: the library puts them in one.
 /// The first bucket stops least: the places of the search's list no bucket needs repeat its
 /// first literal (see [`search_order`]).
-const BUCKETS: [&[&str]; SLIM] = [
+pub(super) const BUCKETS: [&[&str]; SLIM] = [
     &[
         "FAIL",
         "FATAL",
@@ -94,17 +99,33 @@ pub(super) const LINE_STARTS: &[&str] = &[
 ];
 
 /// The prefilter: [`BUCKETS`]' literals looked for at once. A packed SIMD search (Teddy) where
-/// the CPU has one, else an automaton: either says where a literal starts and stops there,
-/// where a regex of the same literals runs a second, confirming search at every hit (in a
-/// log of error lines, every fifth line).
+/// the CPU has one (this crate's own with AVX2, else the library's), else an automaton:
+/// either says where a literal starts and stops there, where a regex of the same literals
+/// runs a second, confirming search at every hit (in a log of error lines, every fifth
+/// line).
 #[derive(Debug, Clone)]
 pub(super) enum Prefilter {
+    #[cfg(target_arch = "x86_64")]
+    Avx2(Box<Teddy>),
     Packed(packed::Searcher),
     Automaton(AhoCorasick),
 }
 
 impl Prefilter {
+    /// The fastest search the CPU can run, within the vector instructions `SPILLWAY_SIMD`
+    /// allows.
     pub(super) fn new() -> Prefilter {
+        #[cfg(target_arch = "x86_64")]
+        if Level::get().avx2()
+            && let Some(teddy) = Teddy::new()
+        {
+            return Prefilter::Avx2(Box::new(teddy));
+        }
+        Prefilter::packed()
+    }
+
+    /// The library's packed search, where it has one for the CPU, else the automaton.
+    fn packed() -> Prefilter {
         let literals = search_order();
         let mut config = packed::Config::new();
         config.only_teddy_fat(Some(false));
@@ -127,6 +148,8 @@ impl Prefilter {
     pub(super) fn find(&self, text: &str, from: usize) -> Option<usize> {
         let span = Span::from(from..text.len());
         let found = match self {
+            #[cfg(target_arch = "x86_64")]
+            Prefilter::Avx2(teddy) => return teddy.find(text.as_bytes(), from),
             Prefilter::Packed(searcher) => searcher.find_in(text, span),
             Prefilter::Automaton(automaton) => {
                 automaton.find(aho_corasick::Input::new(text).span(span))
@@ -244,10 +267,42 @@ mod tests {
         }
     }
 
-    fn both() -> (Prefilter, Prefilter) {
-        let packed = Prefilter::new();
+    /// Every search this CPU can run, the automaton last, each named.
+    fn searches() -> Vec<(&'static str, Prefilter)> {
         let literals: Vec<&str> = all().collect();
-        (packed, Prefilter::automaton(&literals))
+        let mut searches = vec![("packed", Prefilter::packed())];
+        #[cfg(target_arch = "x86_64")]
+        match Teddy::new() {
+            Some(teddy) => searches.push(("avx2", Prefilter::Avx2(Box::new(teddy)))),
+            None => eprintln!("the AVX2 search was not tried: this CPU has no AVX2"),
+        }
+        searches.push(("automaton", Prefilter::automaton(&literals)));
+        searches
+    }
+
+    #[test]
+    fn every_literal_is_found_at_every_place_from_every_start() {
+        let searches = searches();
+        let filler = "x".repeat(100);
+        for literal in all() {
+            for at in 0..=filler.len() - literal.len() {
+                let text = format!(
+                    "{}{literal}{}",
+                    &filler[..at],
+                    &filler[at + literal.len()..]
+                );
+                for from in [0, at.saturating_sub(1), at, at + 1, at.saturating_sub(40)] {
+                    let want = (from <= at).then_some(at);
+                    for (name, search) in &searches {
+                        assert_eq!(
+                            search.find(&text, from),
+                            want,
+                            "{name}: {literal:?} at {at}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     /// Pieces of text that hold literals, parts of them, their nibbles' look-alikes and
@@ -271,27 +326,32 @@ mod tests {
 
     #[test]
     fn the_search_finds_each_literal_in_ordinary_text() {
-        let (packed, _) = both();
-        for literal in all() {
-            let text = format!("2026-11-21T09:51:37Z INFO worker-5 linked crate{literal} done");
-            let at = text.find(literal).unwrap();
-            assert_eq!(packed.find(&text, 0), Some(at), "{literal:?}");
-            assert_eq!(packed.find(&text, at + 1), None, "{literal:?}");
+        for (name, search) in searches() {
+            for literal in all() {
+                let text = format!("2026-11-21T09:51:37Z INFO worker-5 linked crate{literal} done");
+                let at = text.find(literal).unwrap();
+                assert_eq!(search.find(&text, 0), Some(at), "{name}: {literal:?}");
+                assert_eq!(search.find(&text, at + 1), None, "{name}: {literal:?}");
+            }
         }
     }
 
     proptest::proptest! {
-        /// The sorted slim search finds what an automaton of the same literals finds, from
-        /// wherever it starts.
+        /// Each search finds what an automaton of the same literals finds, from wherever it
+        /// starts.
         #[test]
-        fn the_search_finds_what_an_automaton_finds(
+        fn the_searches_find_what_an_automaton_finds(
             pieces in proptest::collection::vec(piece(), 0..40),
             from in 0usize..400,
         ) {
-            let (packed, automaton) = both();
+            let searches = searches();
+            let (_, automaton) = searches.last().unwrap();
             let text = pieces.concat();
             let from = text.floor_char_boundary(from.min(text.len()));
-            proptest::prop_assert_eq!(packed.find(&text, from), automaton.find(&text, from));
+            let want = automaton.find(&text, from);
+            for (name, search) in &searches {
+                proptest::prop_assert_eq!(search.find(&text, from), want, "{}", name);
+            }
         }
     }
 }

@@ -106,7 +106,7 @@ mod terminal;
 mod utf8;
 
 use display::Display;
-use simd::Level;
+pub(crate) use simd::Level;
 use terminal::Terminal;
 use utf8::{Utf8Repair, utf8_width};
 

@@ -1,0 +1,286 @@
+//! The prefilter's search with AVX2 (x86-64): Teddy, the packed search the library runs,
+//! written for the [`BUCKETS`] and for what the highlighter asks of it.
+//!
+//! The highlighter asks where the next literal starts, from the end of the last line found:
+//! in a log whose every fifth line holds `ERROR`, once every 600 bytes or so. The library's
+//! search pays at each of those calls for its generality (the span checked, the searcher
+//! picked, the pattern found and its end reported, its first chunk begun with nothing
+//! carried over) and verifies a candidate by comparing the bucket's literals byte by byte: on
+//! 64 MiB of the truncate bench's log, 300 instructions a line found. Here a start is a
+//! verified position, a bucket's literals are checked by their first four bytes as one
+//! number, and a call starts its first chunk where it is asked to.
+//!
+//! The search itself is the library's: for each of a literal's first [`COMPARED`] bytes, a
+//! table for the byte's low nibble and one for its high nibble say which buckets hold a
+//! literal with such a byte there (`vpshufb`), and a position where all four bytes' lookups
+//! meet in a bucket is a candidate for that bucket's literals. One 32-byte load a step: the
+//! lookups of the first three bytes are moved into place from those of the step before.
+
+use std::arch::x86_64::{
+    __m256i, _mm256_alignr_epi8, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256,
+    _mm256_movemask_epi8, _mm256_permute2x128_si256, _mm256_set1_epi8, _mm256_setzero_si256,
+    _mm256_shuffle_epi8, _mm256_srli_epi16, _mm256_storeu_si256, _mm256_testz_si256,
+};
+
+use super::prefilter::BUCKETS;
+
+/// The first bytes of a literal the search compares: every literal has at least as many.
+const COMPARED: usize = 4;
+
+/// Bytes one step of the search looks at.
+const STEP: usize = 32;
+
+/// The search over [`BUCKETS`]' literals. Made only where the CPU has AVX2
+/// ([`Teddy::new`]), which every search rests on.
+#[derive(Debug, Clone)]
+pub(super) struct Teddy {
+    /// For each of a literal's first [`COMPARED`] bytes, the buckets whose literals have a
+    /// byte of each low nibble there (the 16 entries twice: `vpshufb` looks up each 128-bit
+    /// half in its own).
+    low: [[u8; 32]; COMPARED],
+    /// The same for the high nibbles.
+    high: [[u8; 32]; COMPARED],
+    /// Each bucket's literals.
+    buckets: [Vec<Literal>; BUCKETS.len()],
+}
+
+/// A literal and its first [`COMPARED`] bytes read as one number, compared first.
+#[derive(Debug, Clone)]
+struct Literal {
+    first: u32,
+    bytes: &'static [u8],
+}
+
+/// The tables of a [`Teddy`] in registers.
+#[derive(Clone, Copy)]
+struct Tables {
+    low: [__m256i; COMPARED],
+    high: [__m256i; COMPARED],
+    nibble: __m256i,
+}
+
+impl Teddy {
+    /// The search, or `None` where the CPU lacks AVX2.
+    pub(super) fn new() -> Option<Teddy> {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return None;
+        }
+        let mut teddy = Teddy {
+            low: [[0; 32]; COMPARED],
+            high: [[0; 32]; COMPARED],
+            buckets: Default::default(),
+        };
+        for (b, literals) in BUCKETS.iter().enumerate() {
+            for literal in literals.iter().map(|l| l.as_bytes()) {
+                for (i, &byte) in literal[..COMPARED].iter().enumerate() {
+                    for half in [0, 16] {
+                        teddy.low[i][half + usize::from(byte & 0x0F)] |= 1 << b;
+                        teddy.high[i][half + usize::from(byte >> 4)] |= 1 << b;
+                    }
+                }
+                teddy.buckets[b].push(Literal {
+                    first: first_bytes(literal),
+                    bytes: literal,
+                });
+            }
+        }
+        Some(teddy)
+    }
+
+    /// Where the leftmost literal at or after byte `from` of `text` starts.
+    pub(super) fn find(&self, text: &[u8], from: usize) -> Option<usize> {
+        if from >= text.len() {
+            return None;
+        }
+        // SAFETY: a `Teddy` is only made where the CPU has AVX2.
+        unsafe { self.find_avx2(text, from) }
+    }
+
+    /// [`Teddy::find`] with AVX2. Each step takes the 32 positions from `start` on as a
+    /// literal's start, from the 32 bytes three further on (each position's fourth byte) and
+    /// the lookups of the step before; a call's first step has none before, and lets its first
+    /// three positions through on the bytes it has. The last positions, fewer than a step's
+    /// load past them, are taken from a copy padded with zeros ([`Teddy::find_in_tail`]).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, and `from < text.len()`.
+    #[target_feature(enable = "avx2")]
+    unsafe fn find_avx2(&self, text: &[u8], from: usize) -> Option<usize> {
+        let tables = self.tables();
+        let all = _mm256_set1_epi8(-1);
+        let mut before = [all; COMPARED - 1];
+        let mut start = from;
+        // Nothing in these loops calls a function, the verification included (inlined, and
+        // comparing bytes itself rather than by `memcmp`), so the tables stay in registers: a
+        // call takes every vector register, and with one in the loop the tables were loaded
+        // again at every step (92 M instructions for 64 MiB of text with no literal, against
+        // 81 M).
+        loop {
+            // The steps without a candidate.
+            let candidates = loop {
+                if start + COMPARED - 1 + STEP > text.len() {
+                    return self.find_in_tail(text, start);
+                }
+                // SAFETY: the load's 32 bytes end within `text` (checked above).
+                let chunk = unsafe { _mm256_loadu_si256(text.as_ptr().add(start + 3).cast()) };
+                let found = tables.lookups(chunk);
+                let candidates = _mm256_and_si256(
+                    _mm256_and_si256(
+                        in_place::<13>(found[0], before[0]),
+                        in_place::<14>(found[1], before[1]),
+                    ),
+                    _mm256_and_si256(in_place::<15>(found[2], before[2]), found[3]),
+                );
+                before = [found[0], found[1], found[2]];
+                if _mm256_testz_si256(candidates, candidates) == 0 {
+                    break candidates;
+                }
+                start += STEP;
+            };
+            let (lanes, buckets) = lanes(candidates);
+            if let Some(at) = self.verify(text, start, lanes, &buckets) {
+                return Some(at);
+            }
+            start += STEP;
+        }
+    }
+
+    /// The positions from `start` to the end of `text` (fewer than `STEP + 3`), each taken
+    /// with its own four bytes from a copy of the text's end padded with zeros: a candidate
+    /// the padding lets through is verified against the text itself.
+    #[target_feature(enable = "avx2")]
+    fn find_in_tail(&self, text: &[u8], mut start: usize) -> Option<usize> {
+        let tables = self.tables();
+        while start < text.len() {
+            let mut padded = [0u8; STEP + COMPARED - 1];
+            let rest = &text[start..text.len().min(start + padded.len())];
+            padded[..rest.len()].copy_from_slice(rest);
+            let mut candidates = _mm256_set1_epi8(-1);
+            for i in 0..COMPARED {
+                // SAFETY: the load's 32 bytes are within `padded` (`i <= COMPARED - 1`).
+                let chunk = unsafe { _mm256_loadu_si256(padded.as_ptr().add(i).cast()) };
+                candidates = _mm256_and_si256(candidates, tables.lookup(i, chunk));
+            }
+            let (lanes, buckets) = lanes(candidates);
+            if let Some(at) = self.verify(text, start, lanes, &buckets) {
+                return Some(at);
+            }
+            start += STEP;
+        }
+        None
+    }
+
+    /// The first of the 32 positions from `start` in `lanes` (a bit each) that starts a
+    /// literal of one of the buckets its lane of `buckets` holds (a bit each).
+    #[inline(always)]
+    fn verify(
+        &self,
+        text: &[u8],
+        start: usize,
+        mut lanes: u32,
+        buckets: &[u8; STEP],
+    ) -> Option<usize> {
+        while lanes != 0 {
+            let lane = lanes.trailing_zeros() as usize;
+            lanes &= lanes - 1;
+            let at = start + lane;
+            if self.starts_literal(text.get(at..)?, buckets[lane]) {
+                return Some(at);
+            }
+        }
+        None
+    }
+
+    /// Whether `rest` starts with a literal of one of `buckets` (a bit set).
+    #[inline(always)]
+    fn starts_literal(&self, rest: &[u8], mut buckets: u8) -> bool {
+        if rest.len() < COMPARED {
+            return false;
+        }
+        let first = first_bytes(rest);
+        while buckets != 0 {
+            let b = buckets.trailing_zeros() as usize;
+            buckets &= buckets - 1;
+            let found = self.buckets[b].iter().any(|literal| {
+                literal.first == first
+                    && rest.len() >= literal.bytes.len()
+                    && rest[COMPARED..]
+                        .iter()
+                        .zip(&literal.bytes[COMPARED..])
+                        .all(|(a, b)| a == b)
+            });
+            if found {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The tables, loaded.
+    #[target_feature(enable = "avx2")]
+    fn tables(&self) -> Tables {
+        // SAFETY: each load's 32 bytes are one of the tables.
+        let load = |table: &[u8; 32]| unsafe { _mm256_loadu_si256(table.as_ptr().cast()) };
+        Tables {
+            low: self.low.each_ref().map(load),
+            high: self.high.each_ref().map(load),
+            nibble: _mm256_set1_epi8(0x0F),
+        }
+    }
+}
+
+impl Tables {
+    /// For each of a literal's first bytes, the buckets each byte of `chunk` allows there.
+    #[target_feature(enable = "avx2")]
+    fn lookups(&self, chunk: __m256i) -> [__m256i; COMPARED] {
+        let nibbles = self.nibbles(chunk);
+        [0, 1, 2, 3].map(|i| self.allowed(i, nibbles))
+    }
+
+    /// The buckets each byte of `chunk` allows as a literal's byte `i`.
+    #[target_feature(enable = "avx2")]
+    fn lookup(&self, i: usize, chunk: __m256i) -> __m256i {
+        self.allowed(i, self.nibbles(chunk))
+    }
+
+    /// The low and the high nibble of each byte of `chunk`.
+    #[target_feature(enable = "avx2")]
+    fn nibbles(&self, chunk: __m256i) -> (__m256i, __m256i) {
+        let low = _mm256_and_si256(chunk, self.nibble);
+        let high = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), self.nibble);
+        (low, high)
+    }
+
+    /// The buckets the bytes of the nibbles `(low, high)` allow as a literal's byte `i`.
+    #[target_feature(enable = "avx2")]
+    fn allowed(&self, i: usize, (low, high): (__m256i, __m256i)) -> __m256i {
+        _mm256_and_si256(
+            _mm256_shuffle_epi8(self.low[i], low),
+            _mm256_shuffle_epi8(self.high[i], high),
+        )
+    }
+}
+
+/// `now` moved `16 - SHIFT` lanes up, its first lanes taken from the last of `before` (the
+/// step before's): a lookup of a literal's byte `i` moved to the lane of the literal's start.
+#[target_feature(enable = "avx2")]
+fn in_place<const SHIFT: i32>(now: __m256i, before: __m256i) -> __m256i {
+    // The 32 bytes before `now`'s second half: `before`'s second half, then `now`'s first.
+    let behind = _mm256_permute2x128_si256::<0x21>(before, now);
+    _mm256_alignr_epi8::<SHIFT>(now, behind)
+}
+
+/// The first [`COMPARED`] bytes of `bytes` as one number.
+fn first_bytes(bytes: &[u8]) -> u32 {
+    u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+/// The lanes of `candidates` that hold a bucket (a bit each), and each lane's buckets.
+#[target_feature(enable = "avx2")]
+fn lanes(candidates: __m256i) -> (u32, [u8; STEP]) {
+    let mut buckets = [0u8; STEP];
+    // SAFETY: the store's 32 bytes are `buckets`.
+    unsafe { _mm256_storeu_si256(buckets.as_mut_ptr().cast(), candidates) };
+    let empty = _mm256_cmpeq_epi8(candidates, _mm256_setzero_si256());
+    (!(_mm256_movemask_epi8(empty) as u32), buckets)
+}
