@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use memchr::memmem;
 use regex::{Regex, RegexBuilder, RegexSet};
 
-use super::prefilter::{LINE_STARTS, Prefilter};
+use super::prefilter::{self, LINE_STARTS, Prefilter};
 use super::{CONTINUATION, FRAME};
 
 /// Patterns for the root causes of failures in common toolchains.
@@ -342,15 +342,11 @@ impl Patterns {
         let mut after = None;
         while let Some((start, hit)) = self.next_candidate(text, after) {
             // From the hit on: no literal holds a newline but at its start, before the hit.
-            let Some(len) = memchr::memchr(b'\n', &text.as_bytes()[hit..]) else {
+            let Some(end) = prefilter::newline_from(self.prefilter.as_deref(), text, hit) else {
                 break;
             };
-            lines.push(CandidateLine {
-                start,
-                end: hit + len,
-                hit,
-            });
-            after = Some(hit + len);
+            lines.push(CandidateLine { start, end, hit });
+            after = Some(end);
         }
         CandidateLines(lines)
     }
@@ -361,8 +357,7 @@ impl Patterns {
     /// patterns match). Each line is offered once, in order: where it starts, and where in it
     /// the literal (or the match) found starts.
     fn next_candidate(&self, text: &str, after: Option<usize>) -> Option<(usize, usize)> {
-        let line_start =
-            |at: usize| memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1);
+        let line_start = |at: usize| prefilter::line_start(self.prefilter.as_deref(), text, at);
         let Some(prefilter) = &self.prefilter else {
             let from = after.map_or(0, |end| end + 1);
             if from >= text.len() {

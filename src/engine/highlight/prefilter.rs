@@ -159,6 +159,30 @@ impl Prefilter {
     }
 }
 
+/// Where the first newline of `text` at or after byte `from` is (the end of a line the search
+/// found), by `prefilter`'s own search where it has one.
+pub(super) fn newline_from(
+    prefilter: Option<&Prefilter>,
+    text: &str,
+    from: usize,
+) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(Prefilter::Avx2(teddy)) = prefilter {
+        return teddy.newline_from(text.as_bytes(), from);
+    }
+    memchr::memchr(b'\n', &text.as_bytes()[from..]).map(|i| from + i)
+}
+
+/// Where the line holding byte `at` of `text` starts (after the last newline before it), by
+/// `prefilter`'s own search where it has one.
+pub(super) fn line_start(prefilter: Option<&Prefilter>, text: &str, at: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(Prefilter::Avx2(teddy)) = prefilter {
+        return teddy.line_start(text.as_bytes(), at);
+    }
+    memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1)
+}
+
 /// [`BUCKETS`]' literals listed so that the library's slim search sorts each bucket's into
 /// a bucket of its own. It puts the literal at place `i` of its list in bucket `7 - i % 8`,
 /// unless an earlier one shares its nibble key (see [`nibble_key`]), whose bucket it then
@@ -337,6 +361,22 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Each search's line ends and starts are where `memchr` and `memrchr` find them.
+        #[test]
+        fn line_ends_and_starts_are_where_the_newlines_are(
+            text in "([a-z ]{0,70}\n){0,4}[a-z ]{0,70}",
+            at in 0usize..400,
+        ) {
+            let at = at.min(text.len());
+            let bytes = text.as_bytes();
+            let end = memchr::memchr(b'\n', &bytes[at..]).map(|i| at + i);
+            let start = memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |i| i + 1);
+            for (name, search) in &searches() {
+                proptest::prop_assert_eq!(newline_from(Some(search), &text, at), end, "{}", name);
+                proptest::prop_assert_eq!(line_start(Some(search), &text, at), start, "{}", name);
+            }
+        }
+
         /// Each search finds what an automaton of the same literals finds, from wherever it
         /// starts.
         #[test]
