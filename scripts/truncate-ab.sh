@@ -10,10 +10,11 @@
 #       target/release/spillway /tmp/spillway-old
 #
 # Each build has a data dir of its own (one index, which builds may keep differently), in a
-# temp dir; the spills are removed after each run, the rest at the end. Each run is
-# followed by a pause (PAUSE seconds, 0.3 unless set): a truncate leaves its token count to a
-# child process, which would otherwise take CPU from the next run. On a shared machine,
-# compare builds only within one run of this script.
+# temp dir; the spills are removed after each run, the rest at the end. A truncate leaves its
+# token count to a child process, which would otherwise take CPU from the next run: each run
+# is followed by the end of that count (it can take half a second, building the tokenizer),
+# then a pause (PAUSE seconds, 0.3 unless set). On a shared machine, compare builds only
+# within one run of this script.
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,16p' "$0"; exit 2; }
 input=$1 rounds=$2
@@ -34,6 +35,10 @@ for round in $(seq "$rounds"); do
                 <"$input" >/dev/null; } 2>&1 | tail -1)
         fi
         w=$((($(date +%s%N) - begun) / 100000))
+        for _ in $(seq 200); do
+            pgrep -f -- "count-tokens --data-dir $work/data$j" >/dev/null || break
+            sleep 0.05
+        done
         rm -rf "$work/out" "$work"/data*/spills
         sleep "${PAUSE:-0.3}"
         read -r u s <<<"$t"
