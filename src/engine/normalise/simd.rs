@@ -1,5 +1,5 @@
-//! Which vector instructions the normaliser's scan uses: the widest the CPU has, detected once
-//! per process, or fewer when [`SIMD_ENV`] asks for fewer. The cap exists to measure and check
+//! Which vector instructions the normaliser's scan (and the highlighter's prefilter) uses: the
+//! widest the CPU has, detected once per process, or fewer when [`SIMD_ENV`] asks for fewer. The cap exists to measure and check
 //! the narrower forms on a CPU that has wider ones (the AVX2 block pass on an AVX-512 machine,
 //! say): every form must give the same text, and each must be timed where it will run.
 
