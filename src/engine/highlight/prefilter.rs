@@ -166,21 +166,21 @@ pub(super) fn newline_from(
     text: &str,
     from: usize,
 ) -> Option<usize> {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(Prefilter::Avx2(teddy)) = prefilter {
-        return teddy.newline_from(text.as_bytes(), from);
+    match prefilter {
+        #[cfg(target_arch = "x86_64")]
+        Some(Prefilter::Avx2(teddy)) => teddy.newline_from(text.as_bytes(), from),
+        _ => memchr::memchr(b'\n', &text.as_bytes()[from..]).map(|i| from + i),
     }
-    memchr::memchr(b'\n', &text.as_bytes()[from..]).map(|i| from + i)
 }
 
 /// Where the line holding byte `at` of `text` starts (after the last newline before it), by
 /// `prefilter`'s own search where it has one.
 pub(super) fn line_start(prefilter: Option<&Prefilter>, text: &str, at: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(Prefilter::Avx2(teddy)) = prefilter {
-        return teddy.line_start(text.as_bytes(), at);
+    match prefilter {
+        #[cfg(target_arch = "x86_64")]
+        Some(Prefilter::Avx2(teddy)) => teddy.line_start(text.as_bytes(), at),
+        _ => memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1),
     }
-    memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1)
 }
 
 /// [`BUCKETS`]' literals listed so that the library's slim search sorts each bucket's into
