@@ -224,7 +224,8 @@ impl Teddy {
 
     /// Where the line holding byte `at` of `text` starts: after the last newline before it.
     pub(super) fn line_start(&self, text: &[u8], at: usize) -> usize {
-        // SAFETY: a `Teddy` is only made where the CPU has AVX2.
+        assert!(at <= text.len(), "byte {at} of a text of {}", text.len());
+        // SAFETY: a `Teddy` is only made where the CPU has AVX2; `at` is within `text`.
         unsafe { line_start_avx2(text, at) }
     }
 
@@ -307,7 +308,10 @@ fn first_bytes(bytes: &[u8]) -> u32 {
     u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
 }
 
-/// The lanes of `candidates` that hold a bucket (a bit each), and each lane's buckets.
+/// The lanes of `candidates` that hold a bucket (a bit each), and each lane's buckets: apart
+/// from [`Teddy::verify`], which holds no vector and so can be inlined into the search's loops
+/// (a function with AVX2 of its own is not: with the two in one, the search took 82.4 M
+/// instructions of a 64 MiB `truncate` against 74.9 M).
 #[target_feature(enable = "avx2")]
 fn lanes(candidates: __m256i) -> (u32, [u8; STEP]) {
     let mut buckets = [0u8; STEP];
@@ -340,12 +344,13 @@ unsafe fn newline_from_avx2(text: &[u8], mut from: usize) -> Option<usize> {
 /// `memrchr`.
 ///
 /// # Safety
-/// The CPU must have AVX2.
+/// The CPU must have AVX2, and `at <= text.len()`.
 #[target_feature(enable = "avx2")]
 unsafe fn line_start_avx2(text: &[u8], mut at: usize) -> usize {
     let newline = _mm256_set1_epi8(b'\n' as i8);
     while at >= STEP {
-        // SAFETY: the load's 32 bytes, those before `at`, are within `text` (`at <= len`).
+        // SAFETY: the load's 32 bytes, those before `at`, are within `text` (this function's
+        // contract: `at <= text.len()`).
         let chunk = unsafe { _mm256_loadu_si256(text.as_ptr().add(at - STEP).cast()) };
         let found = _mm256_movemask_epi8(_mm256_cmpeq_epi8(chunk, newline)) as u32;
         if found != 0 {
