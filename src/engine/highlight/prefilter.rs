@@ -36,7 +36,7 @@ const SLIM: usize = 8;
 /// low nibbles (`error`, `Error`, `ERROR`) must share a bucket: the library puts them in one.
 /// The first bucket stops least: the places of the search's list no bucket needs repeat its
 /// first literal (see [`search_order`]).
-pub(super) const BUCKETS: [&[&str]; SLIM] = [
+const BUCKETS: [&[&str]; SLIM] = [
     &[
         "FAIL",
         "FATAL",
@@ -117,7 +117,7 @@ impl Prefilter {
     pub(super) fn new() -> Prefilter {
         #[cfg(target_arch = "x86_64")]
         if Level::get().avx2()
-            && let Some(teddy) = Teddy::new()
+            && let Some(teddy) = Teddy::new(&BUCKETS)
         {
             return Prefilter::Avx2(Box::new(teddy));
         }
@@ -296,7 +296,7 @@ mod tests {
         let literals: Vec<&str> = all().collect();
         let mut searches = vec![("packed", Prefilter::packed())];
         #[cfg(target_arch = "x86_64")]
-        match Teddy::new() {
+        match Teddy::new(&BUCKETS) {
             Some(teddy) => searches.push(("avx2", Prefilter::Avx2(Box::new(teddy)))),
             None => eprintln!("the AVX2 search was not tried: this CPU has no AVX2"),
         }

@@ -1,5 +1,5 @@
 //! The prefilter's search with AVX2 (x86-64): Teddy, the packed search the library runs,
-//! written for the [`BUCKETS`] and for what the highlighter asks of it.
+//! written for the prefilter's buckets and for what the highlighter asks of it.
 //!
 //! The highlighter asks where the next literal starts, from the end of the last line found:
 //! in a log whose every fifth line holds `ERROR`, once every 600 bytes or so. The library's
@@ -23,15 +23,20 @@ use std::arch::x86_64::{
     _mm256_testz_si256,
 };
 
-use super::prefilter::BUCKETS;
-
 /// The first bytes of a literal the search compares: every literal has at least as many.
 const COMPARED: usize = 4;
 
 /// Bytes one step of the search looks at.
 const STEP: usize = 32;
 
-/// The search over [`BUCKETS`]' literals. Made only where the CPU has AVX2
+/// Buckets of literals, each a bit of a lookup's byte.
+const BUCKETS: usize = 8;
+
+/// The literals to look for, in [`BUCKETS`] buckets (the prefilter's, sorted so that each
+/// stops the search seldom). Given by the prefilter, whose search this is.
+pub(super) type Buckets = [&'static [&'static str]; BUCKETS];
+
+/// The search over the literals of some [`Buckets`]. Made only where the CPU has AVX2
 /// ([`Teddy::new`]), which every search rests on.
 #[derive(Debug, Clone)]
 pub(super) struct Teddy {
@@ -42,7 +47,7 @@ pub(super) struct Teddy {
     /// The same for the high nibbles.
     high: [[u8; 32]; COMPARED],
     /// Each bucket's literals.
-    buckets: [Vec<Literal>; BUCKETS.len()],
+    buckets: [Vec<Literal>; BUCKETS],
 }
 
 /// A literal and its first [`COMPARED`] bytes read as one number, compared first.
@@ -61,8 +66,9 @@ struct Tables {
 }
 
 impl Teddy {
-    /// The search, or `None` where the CPU lacks AVX2.
-    pub(super) fn new() -> Option<Teddy> {
+    /// The search for the literals of `buckets` (each at least [`COMPARED`] bytes long), or
+    /// `None` where the CPU lacks AVX2.
+    pub(super) fn new(buckets: &Buckets) -> Option<Teddy> {
         if !std::arch::is_x86_feature_detected!("avx2") {
             return None;
         }
@@ -71,7 +77,7 @@ impl Teddy {
             high: [[0; 32]; COMPARED],
             buckets: Default::default(),
         };
-        for (b, literals) in BUCKETS.iter().enumerate() {
+        for (b, literals) in buckets.iter().enumerate() {
             for literal in literals.iter().map(|l| l.as_bytes()) {
                 for (i, &byte) in literal[..COMPARED].iter().enumerate() {
                     for half in [0, 16] {
