@@ -342,15 +342,15 @@ impl Preview {
 
     /// The cut preview of `view` whose shown lines take at most `budget` (of the limits,
     /// `max_tokens` among them), naming the limit `named` says, and what it shows.
-    fn cut(
-        view: &CaptureView<'_>,
+    fn cut<'v>(
+        view: &'v CaptureView<'_>,
         direction: Direction,
         steps: &dyn NextStep,
         offset: Offset,
         budget: Budget,
         max_tokens: Option<usize>,
         named: Named,
-    ) -> (Preview, Selection) {
+    ) -> (Preview, Selection<'v>) {
         let (mut selection, found) = select_within(view, direction, budget);
         // The notice names the limit itself, not what was left of it for the output's lines.
         selection.max_tokens = max_tokens;

@@ -4,6 +4,8 @@
 //! `total_count` and its last page). Each cut is at a character boundary and, where one is
 //! near, at a token boundary.
 
+use std::borrow::Cow;
+
 use super::compact::is_fold_marker;
 use crate::engine::capture::CaptureView;
 use crate::engine::outline::{Fold, LineText, Segment};
@@ -141,7 +143,7 @@ pub(super) fn before_tail(
 /// shows the line's start rather than leave the budget unused. `next` is the line's segment.
 pub(super) fn next_in_part(
     view: &CaptureView<'_>,
-    head: &[Segment],
+    head: &[Cow<'_, Segment>],
     next: Option<&&Segment>,
     room: usize,
 ) -> Option<Partial> {

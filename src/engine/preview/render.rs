@@ -2,6 +2,7 @@
 //! omission or a partial line stands for, and the notice at the end; and the ranges of lines
 //! it shows whole, for the JSON.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::engine::capture::CaptureView;
@@ -19,7 +20,7 @@ use super::selection::Selection;
 /// one piece when nothing lies between them): between pieces the content has a marker, so
 /// lines adjacent in the spill are not adjacent there.
 pub(super) fn shown_ranges(s: &Selection, total: u64) -> Vec<LineRange> {
-    let piece = |segments: &[Segment]| {
+    let piece = |segments: &[Cow<'_, Segment>]| {
         let mut lines = Vec::new();
         for seg in segments {
             push_shown(&mut lines, seg);
@@ -59,7 +60,7 @@ fn push_shown(lines: &mut Vec<(u64, u64)>, seg: &Segment) {
 }
 
 /// Appends segments: each shown line, and the marker that says what a fold stands for.
-fn render_segments(out: &mut String, segments: &[Segment], base: u64) {
+fn render_segments(out: &mut String, segments: &[Cow<'_, Segment>], base: u64) {
     for seg in segments {
         out.push_str(&seg.head.text);
         out.push('\n');

@@ -3,6 +3,8 @@
 //! between, and folds opened where room is left. Nothing here words anything: the choice is
 //! data ([`Selection`]) that rendering and the notice read.
 
+use std::borrow::Cow;
+
 use rustc_hash::FxHashSet;
 
 use crate::engine::capture::CaptureView;
@@ -21,11 +23,11 @@ const HIGHLIGHT_SHARE: usize = 5; // one fifth: 20 %
 
 /// Selects what a cut preview of `view` shows within `budget` (what the limits leave the
 /// output's own lines), and which limit cut it.
-pub(super) fn select_within(
-    view: &CaptureView<'_>,
+pub(super) fn select_within<'v>(
+    view: &'v CaptureView<'_>,
     direction: Direction,
     budget: Budget,
-) -> (Selection, LimitKind) {
+) -> (Selection<'v>, LimitKind) {
     let (selection, by_tokens) = match budget.tokens {
         None => (
             select_with_highlights(view, direction, budget.lines, budget.bytes),
@@ -90,12 +92,12 @@ fn take<'a>(
 /// fits, then grows back by bisection towards the smallest budget known not to fit: a budget
 /// that shrank too far would leave a fifth of the tokens unused, and a line of few tokens per
 /// byte (a rule of `=`, a hash) makes the proportion a poor guess.
-fn fit_tokens(
-    view: &CaptureView<'_>,
+fn fit_tokens<'v>(
+    view: &'v CaptureView<'_>,
     direction: Direction,
     budget: Budget,
     max_tokens: usize,
-) -> (Selection, bool) {
+) -> (Selection<'v>, bool) {
     let select = |max_bytes: usize| {
         let selection = select_with_highlights(view, direction, budget.lines, max_bytes);
         let tokens = crate::engine::tokens::count(&shown_text(&selection));
@@ -138,7 +140,7 @@ fn fit_tokens(
 /// The output text a selection shows (markers and notice excluded): what a budget counts.
 fn shown_text(s: &Selection) -> String {
     let mut text = String::new();
-    let push_segments = |text: &mut String, segments: &[Segment]| {
+    let push_segments = |text: &mut String, segments: &[Cow<'_, Segment>]| {
         for seg in segments {
             for line in shown_lines_of(seg) {
                 text.push_str(line);
@@ -169,12 +171,12 @@ fn shown_lines_of(seg: &Segment) -> impl Iterator<Item = &str> {
 
 /// Selects head and tail lines; when lines are omitted and some of them look like errors,
 /// gives those up to [`HIGHLIGHT_SHARE`] of the budget and the ends the rest.
-fn select_with_highlights(
-    view: &CaptureView<'_>,
+fn select_with_highlights<'v>(
+    view: &'v CaptureView<'_>,
     direction: Direction,
     max_lines: usize,
     max_bytes: usize,
-) -> Selection {
+) -> Selection<'v> {
     let mut s = select_ends_and_highlights(view, direction, max_lines, max_bytes);
     let (lines, bytes) = s.shown_size();
     let room = Room {
@@ -186,12 +188,12 @@ fn select_with_highlights(
 }
 
 /// The ends within the budget, and highlights from the part between.
-fn select_ends_and_highlights(
-    view: &CaptureView<'_>,
+fn select_ends_and_highlights<'v>(
+    view: &'v CaptureView<'_>,
     direction: Direction,
     max_lines: usize,
     max_bytes: usize,
-) -> Selection {
+) -> Selection<'v> {
     let first = select(view, direction, max_lines, max_bytes);
     let total = view.total_lines;
     if !first.is_cut(total) {
@@ -262,12 +264,12 @@ fn numbered_lines_of(seg: &Segment) -> impl Iterator<Item = (u64, &str)> {
 
 /// Chooses the segments each end shows within the budget. The outline has folded the whole
 /// output already, so what is cut here is only what still does not fit.
-fn select(
-    view: &CaptureView<'_>,
+fn select<'v>(
+    view: &'v CaptureView<'_>,
     direction: Direction,
     max_lines: usize,
     max_bytes: usize,
-) -> Selection {
+) -> Selection<'v> {
     let outline = &view.outline;
     // With nothing dropped, both ends draw on one list and must not overlap.
     let all: Vec<&Segment> = outline.segments().collect();
@@ -332,10 +334,13 @@ fn select(
     };
     let back = back_from(&head);
     let mut s = Selection {
-        head: front[..head.count].iter().map(|&s| s.clone()).collect(),
+        head: front[..head.count]
+            .iter()
+            .map(|&s| Cow::Borrowed(s))
+            .collect(),
         tail: back[back.len() - tail.count..]
             .iter()
-            .map(|&s| s.clone())
+            .map(|&s| Cow::Borrowed(s))
             .collect(),
         ..Selection::default()
     };

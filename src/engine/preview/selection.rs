@@ -3,6 +3,8 @@
 //! notice describes. A file of its own so that choosing and opening folds share it without
 //! importing each other.
 
+use std::borrow::Cow;
+
 use crate::engine::outline::Segment;
 
 use super::partial::Partial;
@@ -10,12 +12,17 @@ use super::pick::Highlight;
 
 /// What a preview shows: segments of the outline from the start and from the end, a partial
 /// line when not one whole line fits at an end, and highlights from the part between.
+///
+/// The segments are the view's own, borrowed, but for the lines of a fold opened to fill the
+/// room (see `unfold`): the budget's search makes a preview five to seven times over, and
+/// copying each shown segment's lines each time was a third of the `malloc`s of a preview of a
+/// long log.
 #[derive(Debug, Default)]
-pub(super) struct Selection {
+pub(super) struct Selection<'a> {
     /// Segments shown from the start, in output order.
-    pub(super) head: Vec<Segment>,
+    pub(super) head: Vec<Cow<'a, Segment>>,
     /// Segments shown at the end, in output order.
-    pub(super) tail: Vec<Segment>,
+    pub(super) tail: Vec<Cow<'a, Segment>>,
     /// The start of line 1 when not even it fits the head's budget (or, in a head, of the line
     /// after its whole lines); the end of the last line when not even it fits the tail's, or
     /// of the line before the tail's whole lines; with the line's start too where both fit.
@@ -27,7 +34,7 @@ pub(super) struct Selection {
     pub(super) max_tokens: Option<usize>,
 }
 
-impl Selection {
+impl Selection<'_> {
     /// The last line the head covers (0: none).
     pub(super) fn head_end(&self) -> u64 {
         match (&self.head.last(), &self.head_partial) {
@@ -57,7 +64,7 @@ impl Selection {
     }
 
     pub(super) fn segments(&self) -> impl Iterator<Item = &Segment> {
-        self.head.iter().chain(self.tail.iter())
+        self.head.iter().chain(self.tail.iter()).map(|seg| &**seg)
     }
 
     /// The lines and bytes of output it shows (markers and notice aside).

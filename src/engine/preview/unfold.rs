@@ -9,6 +9,8 @@
 //! fold between them. The lines come from the capture's head and tail buffers and, for a run
 //! far from both ends, from the spill file ([`super::lines`]).
 
+use std::borrow::Cow;
+
 use super::lines::Lines;
 use super::selection::Selection;
 use crate::engine::capture::CaptureView;
@@ -245,7 +247,7 @@ fn open_all(lines: &mut Lines<'_, '_>, run: &Segment, o: &mut Opening, room: &mu
 fn apply(view: &CaptureView<'_>, s: &mut Selection, mut openings: Vec<Opening>) {
     openings.retain(|o| !o.front.is_empty() || !o.back.is_empty());
     let head_count = s.head.len();
-    let mut all: Vec<Segment> = s.head.drain(..).chain(s.tail.drain(..)).collect();
+    let mut all: Vec<Cow<'_, Segment>> = s.head.drain(..).chain(s.tail.drain(..)).collect();
     // From the last run back, so the indices of the ones before stay valid.
     openings.sort_by_key(|o| std::cmp::Reverse(o.index));
     let mut head_growth = 0;
@@ -255,7 +257,7 @@ fn apply(view: &CaptureView<'_>, s: &mut Selection, mut openings: Vec<Opening>) 
         if index < head_count {
             head_growth += pieces.len() - 1;
         }
-        all.splice(index..=index, pieces);
+        all.splice(index..=index, pieces.into_iter().map(Cow::Owned));
     }
     s.tail = all.split_off(head_count + head_growth);
     s.head = all;
