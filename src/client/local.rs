@@ -13,6 +13,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use crate::client::args::{CompactArg, HighlightArgs, LimitArgs, RedactFlag, parse_spill_cap};
+use crate::client::detached;
 use crate::engine::capture::{Capture, Limits, Outcome, SpillPolicy};
 use crate::engine::driver::Engine;
 use crate::engine::normalise::{NormaliseOptions, Normaliser};
@@ -294,24 +295,20 @@ impl TokenJob {
 /// has no terminal and no pipe of the caller's (so whoever reads this process's output or
 /// waits for it is not kept waiting), and its own process group (so a Ctrl-C after this
 /// process is gone does not stop it); it reads its job from a file in memory ([`job_file`]).
+/// It is started without waiting for its `exec` ([`detached::spawn`]).
 /// Until it has written them, or if it never does, the run is one without token counts.
 fn count_tokens_later(root: &std::path::Path, id: &RunId, job: &TokenJob) -> Result<()> {
-    use std::os::unix::process::CommandExt;
     let mut bytes = Vec::new();
     job.write_to(&mut bytes)?;
     let job = job_file(&bytes).context("handing the output to the token count")?;
-    std::process::Command::new(std::env::current_exe()?)
-        .arg("count-tokens")
-        .arg("--data-dir")
-        .arg(root)
-        .arg(id.as_str())
-        .stdin(job)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .context("starting the token count")?;
-    Ok(())
+    let args = [
+        "count-tokens".as_ref(),
+        "--data-dir".as_ref(),
+        root.as_os_str(),
+        id.as_str().as_ref(),
+    ];
+    detached::spawn(&std::env::current_exe()?, &args, job.into())
+        .context("starting the token count")
 }
 
 /// The token count's job in a file in memory, to be read from its start. The count reads it

@@ -12,6 +12,7 @@ pub(crate) mod calls;
 pub mod cli;
 mod connection;
 mod daemon_cli;
+mod detached;
 mod docs_cli;
 mod doctor;
 mod exit;
