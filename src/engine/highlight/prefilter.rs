@@ -99,14 +99,14 @@ pub(super) const LINE_STARTS: &[&str] = &[
 ];
 
 /// The prefilter: [`BUCKETS`]' literals looked for at once. A packed SIMD search (Teddy) where
-/// the CPU has one (this crate's own with AVX2, else the library's), else an automaton:
+/// the CPU has one (this crate's own with AVX2 or AVX-512, else the library's), else an automaton:
 /// either says where a literal starts and stops there, where a regex of the same literals
 /// runs a second, confirming search at every hit (in a log of error lines, every fifth
 /// line).
 #[derive(Debug, Clone)]
 pub(super) enum Prefilter {
     #[cfg(target_arch = "x86_64")]
-    Avx2(Box<Teddy>),
+    Own(Box<Teddy>),
     Packed(packed::Searcher),
     Automaton(AhoCorasick),
 }
@@ -116,10 +116,8 @@ impl Prefilter {
     /// allows.
     pub(super) fn new() -> Prefilter {
         #[cfg(target_arch = "x86_64")]
-        if Level::get().avx2()
-            && let Some(teddy) = Teddy::new(&BUCKETS)
-        {
-            return Prefilter::Avx2(Box::new(teddy));
+        if let Some(teddy) = Teddy::new(&BUCKETS, Level::get()) {
+            return Prefilter::Own(Box::new(teddy));
         }
         Prefilter::packed()
     }
@@ -149,7 +147,7 @@ impl Prefilter {
         let span = Span::from(from..text.len());
         let found = match self {
             #[cfg(target_arch = "x86_64")]
-            Prefilter::Avx2(teddy) => return teddy.find(text.as_bytes(), from),
+            Prefilter::Own(teddy) => return teddy.find(text.as_bytes(), from),
             Prefilter::Packed(searcher) => searcher.find_in(text, span),
             Prefilter::Automaton(automaton) => {
                 automaton.find(aho_corasick::Input::new(text).span(span))
@@ -168,7 +166,7 @@ pub(super) fn newline_from(
 ) -> Option<usize> {
     match prefilter {
         #[cfg(target_arch = "x86_64")]
-        Some(Prefilter::Avx2(teddy)) => teddy.newline_from(text.as_bytes(), from),
+        Some(Prefilter::Own(teddy)) => teddy.newline_from(text.as_bytes(), from),
         _ => memchr::memchr(b'\n', &text.as_bytes()[from..]).map(|i| from + i),
     }
 }
@@ -178,7 +176,7 @@ pub(super) fn newline_from(
 pub(super) fn line_start(prefilter: Option<&Prefilter>, text: &str, at: usize) -> usize {
     match prefilter {
         #[cfg(target_arch = "x86_64")]
-        Some(Prefilter::Avx2(teddy)) => teddy.line_start(text.as_bytes(), at),
+        Some(Prefilter::Own(teddy)) => teddy.line_start(text.as_bytes(), at),
         _ => memchr::memrchr(b'\n', &text.as_bytes()[..at]).map_or(0, |i| i + 1),
     }
 }
@@ -296,9 +294,19 @@ mod tests {
         let literals: Vec<&str> = all().collect();
         let mut searches = vec![("packed", Prefilter::packed())];
         #[cfg(target_arch = "x86_64")]
-        match Teddy::new(&BUCKETS) {
-            Some(teddy) => searches.push(("avx2", Prefilter::Avx2(Box::new(teddy)))),
-            None => eprintln!("the AVX2 search was not tried: this CPU has no AVX2"),
+        {
+            let levels = Level::supported();
+            for level in &levels {
+                if let Some(teddy) = Teddy::new(&BUCKETS, *level) {
+                    searches.push((level.name(), Prefilter::Own(Box::new(teddy))));
+                }
+            }
+            if !levels.iter().any(|l| l.avx2()) {
+                eprintln!("the AVX2 search was not tried: this CPU has no AVX2");
+            }
+            if !levels.iter().any(|l| l.avx512()) {
+                eprintln!("the AVX-512 search was not tried: this CPU has no AVX-512 BW");
+            }
         }
         searches.push(("automaton", Prefilter::automaton(&literals)));
         searches
@@ -307,7 +315,8 @@ mod tests {
     #[test]
     fn every_literal_is_found_at_every_place_from_every_start() {
         let searches = searches();
-        let filler = "x".repeat(100);
+        // Long enough for the AVX-512 search's two steps (131 bytes) and what it leaves over.
+        let filler = "x".repeat(200);
         for literal in all() {
             for at in 0..=filler.len() - literal.len() {
                 let text = format!(
@@ -381,7 +390,7 @@ mod tests {
         /// starts.
         #[test]
         fn the_searches_find_what_an_automaton_finds(
-            pieces in proptest::collection::vec(piece(), 0..40),
+            pieces in proptest::collection::vec(piece(), 0..120),
             from in 0usize..400,
         ) {
             let searches = searches();
