@@ -11,25 +11,50 @@ pub const WILDCARD: &str = "<*>";
 /// A template and the lines it stands for.
 #[derive(Debug, Clone)]
 pub struct Template {
-    /// The words in order: `Some` a fixed word, `None` a variable field.
-    slots: Vec<Option<Box<str>>>,
+    /// The fixed words of the line it started from, one after another: a merge only turns
+    /// words into wildcards, so they never change. One allocation for them all, not one a
+    /// word: a preview learns thousands of templates, most of them from one line.
+    words: Box<str>,
+    /// The words in order: `Some` a fixed word (where it is in `words`), `None` a variable
+    /// field.
+    slots: Vec<Option<Span>>,
     count: u64,
     lines: LineRanges,
     /// The key of the leaf of the learner's index that holds it.
     pub(super) leaf: u64,
 }
 
+/// Where a fixed word is in a template's `words`.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
 impl Template {
     /// The template of one line (its pieces) seen at `line`.
     pub(super) fn new(pieces: &[Piece<'_>], line: u64, leaf: u64) -> Template {
+        let length = pieces
+            .iter()
+            .map(|piece| piece.word().map_or(0, str::len))
+            .sum();
+        let mut words = String::with_capacity(length);
         let slots = pieces
             .iter()
-            .map(|piece| match piece {
-                Piece::Word(word) => Some(Box::from(*word)),
-                Piece::Var => None,
+            .map(|piece| {
+                let word = piece.word()?;
+                let start = words.len();
+                words.push_str(word);
+                // A line the learner takes is at most `MAX_LINE_BYTES` long.
+                let at = |n: usize| u32::try_from(n).expect("a line shorter than 4 GiB");
+                Some(Span {
+                    start: at(start),
+                    end: at(words.len()),
+                })
             })
             .collect();
         Template {
+            words: words.into_boxed_str(),
             slots,
             count: 1,
             lines: LineRanges::new(line),
@@ -53,8 +78,8 @@ impl Template {
             n - (at_least * n as f64 - 1e-9).ceil().clamp(0.0, n as f64) as usize;
         let mut agree = 0;
         for (slot, piece) in self.slots.iter().zip(pieces) {
-            let agrees = match (slot, piece) {
-                (Some(fixed), Piece::Word(word)) => **fixed == **word,
+            let agrees = match (self.word(*slot), piece) {
+                (Some(fixed), Piece::Word(word)) => fixed == *word,
                 (None, Piece::Var) => true,
                 _ => false,
             };
@@ -77,9 +102,9 @@ impl Template {
             .iter()
             .zip(pieces)
             .enumerate()
-            .any(|(i, (slot, piece))| match (slot, piece) {
+            .any(|(i, (slot, piece))| match (self.word(*slot), piece) {
                 (Some(fixed), Piece::Word(word)) => {
-                    **fixed != **word && (is_status(fixed, i == last) || is_status(word, i == last))
+                    fixed != *word && (is_status(fixed, i == last) || is_status(word, i == last))
                 }
                 (Some(fixed), Piece::Var) => is_status(fixed, i == last),
                 (None, _) => false,
@@ -88,9 +113,10 @@ impl Template {
 
     /// Takes a line seen at `line`: the fixed words it does not share become wildcards.
     pub(super) fn merge(&mut self, pieces: &[Piece<'_>], line: u64) {
+        let words = &self.words;
         for (slot, piece) in self.slots.iter_mut().zip(pieces) {
-            let keep = match (&slot, piece) {
-                (Some(fixed), Piece::Word(word)) => **fixed == **word,
+            let keep = match (*slot, piece) {
+                (Some(fixed), Piece::Word(word)) => fixed.of(words) == *word,
                 _ => false,
             };
             if !keep {
@@ -105,23 +131,38 @@ impl Template {
     /// same. What a fold claims of every line it hides.
     pub fn matches(&self, line: &str) -> bool {
         let mut words = line.split_ascii_whitespace();
-        self.slots.iter().all(|slot| match (slot, words.next()) {
-            (Some(fixed), Some(word)) => **fixed == *word,
-            (None, Some(_)) => true,
-            (_, None) => false,
-        }) && words.next().is_none()
+        self.slots
+            .iter()
+            .all(|slot| match (self.word(*slot), words.next()) {
+                (Some(fixed), Some(word)) => fixed == word,
+                (None, Some(_)) => true,
+                (_, None) => false,
+            })
+            && words.next().is_none()
     }
 
     /// The template as text: its words joined by single spaces, variable fields as `<*>`.
     pub fn text(&self) -> String {
-        let mut text = String::new();
+        // Sized first: grown from nothing, its copies were a third of this function's cost
+        // in a preview of templates.
+        let words: usize = self
+            .slots
+            .iter()
+            .map(|slot| self.word(*slot).map_or(WILDCARD.len(), str::len))
+            .sum();
+        let mut text = String::with_capacity(words + self.slots.len());
         for (i, slot) in self.slots.iter().enumerate() {
             if i > 0 {
                 text.push(' ');
             }
-            text.push_str(slot.as_deref().unwrap_or(WILDCARD));
+            text.push_str(self.word(*slot).unwrap_or(WILDCARD));
         }
         text
+    }
+
+    /// The fixed word of `slot`, if it is one.
+    fn word(&self, slot: Option<Span>) -> Option<&str> {
+        slot.map(|span| span.of(&self.words))
     }
 
     /// How many lines it stands for.
@@ -144,15 +185,16 @@ impl Template {
     pub(super) fn held_bytes(&self) -> usize {
         const INDEX_ENTRIES: usize = 64;
         std::mem::size_of::<Template>()
-            + self.slots.len() * std::mem::size_of::<Option<Box<str>>>()
-            + self
-                .slots
-                .iter()
-                .flatten()
-                .map(|word| word.len())
-                .sum::<usize>()
+            + self.slots.len() * std::mem::size_of::<Option<Span>>()
+            + self.words.len()
             + LineRanges::reserved_bytes()
             + INDEX_ENTRIES
+    }
+}
+
+impl Span {
+    fn of(self, words: &str) -> &str {
+        &words[self.start as usize..self.end as usize]
     }
 }
 

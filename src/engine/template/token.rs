@@ -17,6 +17,14 @@ impl Piece<'_> {
     pub fn is_word(&self) -> bool {
         matches!(self, Piece::Word(_))
     }
+
+    /// The fixed word, if it is one.
+    pub fn word(&self) -> Option<&str> {
+        match self {
+            Piece::Word(word) => Some(word),
+            Piece::Var => None,
+        }
+    }
 }
 
 /// Splits `line` into its whitespace-separated words, classed, into `out` (cleared first).
