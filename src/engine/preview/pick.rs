@@ -140,8 +140,14 @@ fn take(
 fn block(c: &Candidate, omitted: &RangeInclusive<u64>, with_context: bool) -> Highlight {
     // Room for every line it may hold: the budget's search makes each block at every cut,
     // and growing the text line by line was most of a block's cost.
-    let context: usize = c.before.iter().chain(&c.after).map(|l| l.len() + 1).sum();
-    let room = c.text.len() + 1 + if with_context { context } else { 0 };
+    let context = || {
+        c.before
+            .iter()
+            .chain(&c.after)
+            .map(|l| l.len() + 1)
+            .sum::<usize>()
+    };
+    let room = c.text.len() + 1 + if with_context { context() } else { 0 };
     let (mut first, mut text) = (c.line, String::with_capacity(room));
     if with_context {
         for (k, line) in c.before.iter().enumerate() {

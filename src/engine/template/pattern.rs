@@ -39,14 +39,14 @@ impl Template {
             .map(|piece| piece.word().map_or(0, str::len))
             .sum();
         let mut words = String::with_capacity(length);
+        // A line the learner takes is at most `MAX_LINE_BYTES` long.
+        let at = |n: usize| u32::try_from(n).expect("a line shorter than 4 GiB");
         let slots = pieces
             .iter()
             .map(|piece| {
                 let word = piece.word()?;
                 let start = words.len();
                 words.push_str(word);
-                // A line the learner takes is at most `MAX_LINE_BYTES` long.
-                let at = |n: usize| u32::try_from(n).expect("a line shorter than 4 GiB");
                 Some(Span {
                     start: at(start),
                     end: at(words.len()),
